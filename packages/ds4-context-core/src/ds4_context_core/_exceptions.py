@@ -1,0 +1,94 @@
+"""Every exception that ds4-context-core raises on purpose.
+
+Each carries a stable ``code`` (kebab-case) that hosts may branch on, and a message that never
+contains payloads, prompts or secrets (at most a short, escaped prefix of a bad identifier).
+Where a builtin fits, the class also subclasses it, so ``except ValueError`` keeps working::
+
+    Ds4ContextError(Exception)
+    ├── HistoryError(ValueError)            canonical history that cannot be used
+    │   ├── HistoryDecodeError              bytes/JSON that do not decode into the model
+    │   └── HistoryValidationError          a decoded snapshot that breaks an invariant (.issues)
+    ├── StableJsonError(ValueError)         a value with no stable JSON form
+    ├── PrivacyEnforcementError(RuntimeError)  privacy failed closed; nothing was sent
+    ├── AdapterClosedError(RuntimeError)    the adapter was shut down
+    ├── ConformanceError(AssertionError)    a conformance report that did not pass (.report)
+    └── MissingExtraError(ImportError)      an optional dependency is not installed (.extra)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AdapterClosedError",
+    "ConformanceError",
+    "Ds4ContextError",
+    "HistoryDecodeError",
+    "HistoryError",
+    "HistoryValidationError",
+    "MissingExtraError",
+    "PrivacyEnforcementError",
+    "StableJsonError",
+]
+
+
+class Ds4ContextError(Exception):
+    """Base class. ``code`` is stable across releases; ``str(error)`` is for humans."""
+
+    code: str
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {super().__str__()}"
+
+
+class HistoryError(Ds4ContextError, ValueError):
+    """Canonical history could not be used as given."""
+
+
+class HistoryDecodeError(HistoryError):
+    """Input did not decode into the canonical model (bad JSON, wrong types, bad identifiers)."""
+
+
+class HistoryValidationError(HistoryError):
+    """A snapshot broke one or more invariants; ``issues`` lists every one of them."""
+
+    def __init__(self, code: str, message: str, issues: tuple[Any, ...] = ()) -> None:
+        super().__init__(code, message)
+        self.issues = issues
+
+
+class StableJsonError(Ds4ContextError, ValueError):
+    """A value has no stable JSON representation (unsupported type, key collision)."""
+
+
+class PrivacyEnforcementError(Ds4ContextError, RuntimeError):
+    """Privacy enforcement failed; by contract the payload must not be transmitted."""
+
+
+class AdapterClosedError(Ds4ContextError, RuntimeError):
+    """The adapter was shut down; history reads are rejected."""
+
+
+class ConformanceError(Ds4ContextError, AssertionError):
+    """A runtime-adapter conformance report did not pass; ``report`` holds it."""
+
+    def __init__(self, code: str, message: str, report: Any = None) -> None:
+        super().__init__(code, message)
+        self.report = report
+
+
+class MissingExtraError(Ds4ContextError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, extra: str, distribution: str, module: str) -> None:
+        message = (
+            f"the optional dependency {module!r} is not installed; "
+            f'install it with: pip install "{distribution}[{extra}]"'
+        )
+        super().__init__("optional-dependency-missing", message)
+        self.extra = extra
+        self.name = module
