@@ -17,7 +17,11 @@ LOCAL_DEPENDENCIES = {
     "ds4-context-reference-adapter": ("ds4-context-core", "ds4-context-reference-adapter"),
     "ds4-context-engine": ("ds4-context-core", "ds4-context-engine"),
 }
-TEST_REQUIREMENTS = ("pytest>=8", "hypothesis>=6.100", "trio>=0.25")
+TEST_REQUIREMENTS = ("pytest>=8", "hypothesis>=6.100", "trio>=0.25", "pytest-timeout>=2.3")
+# Peers used only by a package's tests (never by the package itself).
+EXTRA_TEST_REQUIREMENTS: dict[str, tuple[str, ...]] = {
+    "ds4-context-engine": ("openai>=1.40", "anthropic>=0.34"),
+}
 
 # pyenv hides 3.12/3.13 unless PYENV_VERSION lists them; there is no interpreter download here.
 if shutil.which("pyenv") and ":" not in os.environ.get("PYENV_VERSION", ""):
@@ -75,7 +79,7 @@ def tests(session: nox.Session, package: str) -> None:
     editable: list[str] = []
     for name in LOCAL_DEPENDENCIES[package]:
         editable += ["-e", str(ROOT / "packages" / name)]
-    session.install("--no-config", *editable, *TEST_REQUIREMENTS)
+    session.install("--no-config", *editable, *TEST_REQUIREMENTS, *EXTRA_TEST_REQUIREMENTS.get(package, ()))
     session.run(
         "pytest",
         "-c",
