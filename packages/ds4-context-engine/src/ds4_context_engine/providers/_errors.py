@@ -1,0 +1,65 @@
+"""Errors raised on purpose by the provider layer.
+
+Every class carries a stable kebab-case ``code``. Messages never contain prompts, payloads, API keys or
+response bodies; a bad identifier is echoed at most as a short, escaped prefix.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Final
+
+from ds4_context_core import Ds4ContextError
+
+__all__ = [
+    "ECHO_MAX_BYTES",
+    "LocalProviderError",
+    "ModelReferenceError",
+    "ProviderConfigurationError",
+    "escape_echo",
+]
+
+ECHO_MAX_BYTES: Final = 96
+_ELLIPSIS: Final = "...[truncated]"
+_INVISIBLE_CATEGORIES: Final = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+
+
+def _escape_char(char: str) -> str:
+    if char == "\\":
+        return "\\\\"
+    if char == '"':
+        return '\\"'
+    if unicodedata.category(char) in _INVISIBLE_CATEGORIES:
+        point = ord(char)
+        return f"\\u{point:04x}" if point <= 0xFFFF else f"\\U{point:08x}"
+    return char
+
+
+def escape_echo(text: str, max_bytes: int = ECHO_MAX_BYTES) -> str:
+    """Quote ``text`` for an error message: invisible characters escaped, at most ``max_bytes`` of input.
+
+    Truncation never splits a character; a marker says the value was cut.
+    """
+    kept: list[str] = []
+    used = 0
+    truncated = False
+    for char in text:
+        size = len(char.encode("utf-8", "surrogatepass"))
+        if used + size > max_bytes:
+            truncated = True
+            break
+        used += size
+        kept.append(_escape_char(char))
+    return '"' + "".join(kept) + '"' + (_ELLIPSIS if truncated else "")
+
+
+class ModelReferenceError(Ds4ContextError, ValueError):
+    """A ``<provider>:<model>`` reference was malformed; ``code`` says which rule it broke."""
+
+
+class LocalProviderError(Ds4ContextError, ValueError):
+    """A local provider definition or base URL was refused."""
+
+
+class ProviderConfigurationError(Ds4ContextError, ValueError):
+    """A transport was configured with values it cannot use (bad URL, bad timeout, missing key)."""
