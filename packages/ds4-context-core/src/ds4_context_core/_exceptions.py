@@ -12,7 +12,10 @@ Where a builtin fits, the class also subclasses it, so ``except ValueError`` kee
     ├── PrivacyEnforcementError(RuntimeError)  privacy failed closed; nothing was sent
     ├── AdapterClosedError(RuntimeError)    the adapter was shut down
     ├── ConformanceError(AssertionError)    a conformance report that did not pass (.report)
-    └── MissingExtraError(ImportError)      an optional dependency is not installed (.extra)
+    ├── MissingExtraError(ImportError)      an optional dependency is not installed (.extra)
+    ├── PrivacyPolicyError(ValueError)      a privacy policy that would weaken protection
+    ├── CompletionRequestError(ValueError)  a completion request an adapter must not send
+    └── ConformanceTargetError(ValueError)  a ``package.module:factory`` target that cannot be loaded
 """
 
 from __future__ import annotations
@@ -21,13 +24,16 @@ from typing import Any
 
 __all__ = [
     "AdapterClosedError",
+    "CompletionRequestError",
     "ConformanceError",
+    "ConformanceTargetError",
     "Ds4ContextError",
     "HistoryDecodeError",
     "HistoryError",
     "HistoryValidationError",
     "MissingExtraError",
     "PrivacyEnforcementError",
+    "PrivacyPolicyError",
     "StableJsonError",
 ]
 
@@ -92,3 +98,15 @@ class MissingExtraError(Ds4ContextError, ImportError):
         super().__init__("optional-dependency-missing", message)
         self.extra = extra
         self.name = module
+
+
+class PrivacyPolicyError(Ds4ContextError, ValueError):
+    """A privacy policy was rejected (for example a remote allow rule naming ``local-only``)."""
+
+
+class CompletionRequestError(Ds4ContextError, ValueError):
+    """A completion request is malformed (bad provider or model id, payload not a mapping)."""
+
+
+class ConformanceTargetError(Ds4ContextError, ValueError):
+    """A conformance target ``package.module:factory`` could not be imported or is not a factory."""
