@@ -1,97 +1,136 @@
 """Tool atomic groups: every tool call joined with all of its results.
 
-Union-find over messages: a message holding a ``toolCall`` is joined with every message holding a
-matching ``toolResult``. All calls of one assistant message share the message, so a parallel batch is
-always one group. Linear in the number of blocks.
+Union-find over message positions: a message holding a ``toolCall`` is joined with every message holding
+a matching ``toolResult``. All calls of one assistant message share that message, so a parallel batch is
+always one group. Results whose call never appears are joined by their call id too, so every id lands in
+exactly one group and an orphan is reported by validation instead of vanishing. Linear in the number of
+blocks (near-linear with path compression).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 from ._model import CanonicalMessage, RuntimeToolAtomicGroup, ToolCallBlock, ToolResultBlock
 
-__all__ = ["build_canonical_tool_atomic_groups", "tool_atomic_group_id"]
+__all__ = [
+    "ToolRelations",
+    "build_canonical_tool_atomic_groups",
+    "collect_tool_relations",
+    "groups_from_relations",
+    "tool_atomic_group_id",
+]
 
-_GROUP_ID_PREFIX = "runtime-tool-group:"
+TOOL_ATOMIC_GROUP_ID_PREFIX: Final = "runtime-tool-group:"
+
+
+class ToolRelations:
+    """Positions of the messages holding each tool call id (``calls``) and each result id (``results``)."""
+
+    __slots__ = ("calls", "results")
+
+    def __init__(self) -> None:
+        self.calls: dict[str, list[int]] = {}
+        self.results: dict[str, list[int]] = {}
 
 
 def tool_atomic_group_id(message_ids: Iterable[str]) -> str:
     """Deterministic group id: prefix + first 16 hex chars of sha256 of the NUL-joined message ids."""
-    digest = hashlib.sha256("\0".join(message_ids).encode("utf-8")).hexdigest()
-    return _GROUP_ID_PREFIX + digest[:16]
+    digest = hashlib.sha256("\0".join(message_ids).encode("utf-8", "surrogatepass")).hexdigest()
+    return TOOL_ATOMIC_GROUP_ID_PREFIX + digest[:16]
 
 
-def build_canonical_tool_atomic_groups(
-    messages: Sequence[CanonicalMessage],
-) -> tuple[RuntimeToolAtomicGroup, ...]:
-    """Group tool calls with their results.
-
-    ``complete`` is true when every call id in the group has exactly one call and at least one result,
-    all inside the group. Groups are sorted by their first message id; message ids keep history order.
-    Messages with duplicate ids are grouped by position, so a corrupt history still yields groups that
-    validation can report on instead of crashing.
-    """
-    parent = list(range(len(messages)))
-
-    def find(index: int) -> int:
-        root = index
-        while parent[root] != root:
-            root = parent[root]
-        while parent[index] != root:  # path compression keeps this near-linear
-            parent[index], index = root, parent[index]
-        return root
-
-    callers: dict[str, list[int]] = {}
-    answerers: dict[str, list[int]] = {}
+def collect_tool_relations(messages: Sequence[CanonicalMessage]) -> ToolRelations:
+    """One pass over every block; a position is listed once per block, so duplicates stay visible."""
+    relations = ToolRelations()
+    calls = relations.calls
+    results = relations.results
     for position, message in enumerate(messages):
         for block in message.blocks:
             kind = type(block)
             if kind is ToolCallBlock:
-                callers.setdefault(block.id, []).append(position)  # type: ignore[union-attr]
+                key = block.id  # type: ignore[union-attr]
+                found = calls.get(key)
+                if found is None:
+                    calls[key] = [position]
+                else:
+                    found.append(position)
             elif kind is ToolResultBlock:
-                answerers.setdefault(block.tool_call_id, []).append(position)  # type: ignore[union-attr]
+                key = block.tool_call_id  # type: ignore[union-attr]
+                found = results.get(key)
+                if found is None:
+                    results[key] = [position]
+                else:
+                    found.append(position)
+    return relations
 
-    involved: set[int] = set()
-    for call_id, positions in callers.items():
-        linked = positions + answerers.get(call_id, [])
-        involved.update(linked)
-        root = find(linked[0])
-        for other in linked[1:]:
-            other_root = find(other)
-            if other_root != root:
-                parent[other_root] = root
-    # Results whose call never appears still form a unit: an orphan is reported, never dropped.
-    for call_id, positions in answerers.items():
-        if call_id in callers:
-            continue
-        involved.update(positions)
-        root = find(positions[0])
+
+def groups_from_relations(
+    messages: Sequence[CanonicalMessage], relations: ToolRelations
+) -> tuple[RuntimeToolAtomicGroup, ...]:
+    """Build the groups from already collected relations (validation shares one scan with grouping)."""
+    calls = relations.calls
+    results = relations.results
+    if not calls and not results:
+        return ()
+    parent: dict[int, int] = {}
+
+    def find(position: int) -> int:
+        root = position
+        while (up := parent[root]) != root:
+            root = up
+        while (up := parent[position]) != root:  # path compression keeps this near-linear
+            parent[position] = root
+            position = up
+        return root
+
+    def join(positions: list[int]) -> None:
+        first = positions[0]
+        parent.setdefault(first, first)
+        root = find(first)
         for other in positions[1:]:
+            parent.setdefault(other, other)
             other_root = find(other)
             if other_root != root:
-                parent[other_root] = root
+                # The smaller position becomes the root, so a group's root is its first message.
+                if other_root < root:
+                    parent[root] = other_root
+                    root = other_root
+                else:
+                    parent[other_root] = root
+
+    for call_id, positions in calls.items():
+        answered = results.get(call_id)
+        join(positions + answered if answered else positions)
+    for call_id, positions in results.items():
+        if call_id not in calls:
+            join(positions)
 
     members: dict[int, list[int]] = {}
-    for position in sorted(involved):
-        members.setdefault(find(position), []).append(position)
+    for position in sorted(parent):
+        root = find(position)
+        found = members.get(root)
+        if found is None:
+            members[root] = [position]
+        else:
+            found.append(position)
+    root_of = {position: find(position) for position in parent}
+
+    ids_by_root: dict[int, set[str]] = {root: set() for root in members}
+    for call_id, positions in calls.items():
+        ids_by_root[root_of[positions[0]]].add(call_id)
+    for call_id, positions in results.items():
+        ids_by_root[root_of[positions[0]]].add(call_id)
 
     groups: list[RuntimeToolAtomicGroup] = []
-    for positions in members.values():
-        message_ids = tuple(messages[p].id for p in positions)
-        call_ids: set[str] = set()
-        for p in positions:
-            call_ids.update(messages[p].tool_call_ids)
-            call_ids.update(messages[p].tool_result_ids)
-        inside = set(positions)
-        complete = all(
-            len(callers.get(call_id, ())) == 1
-            and bool(answerers.get(call_id))
-            and all(p in inside for p in callers.get(call_id, ()))
-            and all(p in inside for p in answerers.get(call_id, ()))
-            for call_id in call_ids
-        )
+    for root, positions in members.items():
+        call_ids = ids_by_root[root]
+        # Every call and result of an id is inside its group by construction (union-find), so completeness
+        # reduces to: exactly one call block and at least one result block per id.
+        complete = all(len(calls.get(call_id, ())) == 1 and call_id in results for call_id in call_ids)
+        message_ids = tuple(messages[position].id for position in positions)
         groups.append(
             RuntimeToolAtomicGroup(
                 id=tool_atomic_group_id(message_ids),
@@ -102,3 +141,16 @@ def build_canonical_tool_atomic_groups(
         )
     groups.sort(key=lambda group: group.message_ids[0])
     return tuple(groups)
+
+
+def build_canonical_tool_atomic_groups(
+    messages: Sequence[CanonicalMessage],
+) -> tuple[RuntimeToolAtomicGroup, ...]:
+    """Group tool calls with their results.
+
+    ``complete`` is true when every call id in the group has exactly one call block and at least one
+    result, all inside the group. Groups are sorted by their first message id (code point order); message
+    ids keep history order; ``tool_call_ids`` are sorted and unique. Messages with duplicate ids are
+    grouped by position, so a corrupt history still yields groups that validation can report on.
+    """
+    return groups_from_relations(messages, collect_tool_relations(messages))
