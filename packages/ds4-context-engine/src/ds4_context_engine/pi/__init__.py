@@ -1,0 +1,51 @@
+"""Pi session files: read v1-v3 (migrated in memory), follow branches, build the model context, append.
+
+The session file is the canonical history. Nothing here rewrites it: reads never write, and appends add
+whole lines at the end.
+"""
+
+from ._context import (
+    BRANCH_SUMMARY_PREFIX,
+    COMPACTION_SUMMARY_PREFIX,
+    PiContext,
+    build_pi_context,
+    pi_message_id,
+)
+from ._reader import (
+    DEFAULT_MAX_PI_SESSION_BYTES,
+    KNOWN_PI_ENTRY_TYPES,
+    PI_ISSUE_CODES,
+    PI_SESSION_VERSION,
+    PiEntry,
+    PiSession,
+    PiSessionHeader,
+    PiSessionIssue,
+    extend_pi_session,
+    read_pi_session,
+    read_pi_session_bytes,
+)
+from ._writer import LEAF, RESERVED_ENTRY_FIELDS, append_pi_entry, create_pi_session, iso_timestamp
+
+__all__ = [
+    "BRANCH_SUMMARY_PREFIX",
+    "COMPACTION_SUMMARY_PREFIX",
+    "DEFAULT_MAX_PI_SESSION_BYTES",
+    "KNOWN_PI_ENTRY_TYPES",
+    "LEAF",
+    "PI_ISSUE_CODES",
+    "PI_SESSION_VERSION",
+    "RESERVED_ENTRY_FIELDS",
+    "PiContext",
+    "PiEntry",
+    "PiSession",
+    "PiSessionHeader",
+    "PiSessionIssue",
+    "append_pi_entry",
+    "build_pi_context",
+    "create_pi_session",
+    "extend_pi_session",
+    "iso_timestamp",
+    "pi_message_id",
+    "read_pi_session",
+    "read_pi_session_bytes",
+]

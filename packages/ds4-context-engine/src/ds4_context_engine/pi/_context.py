@@ -1,0 +1,319 @@
+"""The model context of a Pi session branch, as canonical messages.
+
+Follows what Pi itself sends: walk root -> leaf; the newest compaction on the path contributes its summary
+first, then the entries from its ``firstKeptEntryId`` up to it, then everything after it; branch summaries
+and custom messages become messages; model and thinking level come from the path. Tool results and bash
+executions become the ``tool`` role; images and thinking are kept; blocks we do not model are kept as
+``opaqueProvider`` blocks rather than dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from ds4_context_core import (
+    CanonicalBlock,
+    CanonicalMessage,
+    ImageBlock,
+    MessageFlags,
+    OpaqueProviderBlock,
+    Provenance,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+from ._reader import PiEntry, PiSession, PiSessionIssue
+
+__all__ = [
+    "BRANCH_SUMMARY_PREFIX",
+    "COMPACTION_SUMMARY_PREFIX",
+    "PiContext",
+    "build_pi_context",
+    "pi_message_id",
+]
+
+COMPACTION_SUMMARY_PREFIX: Final = "Summary of the earlier part of this session (compacted by the host):\n\n"
+BRANCH_SUMMARY_PREFIX: Final = "Summary of a branch of this session that was explored and left:\n\n"
+_MESSAGE_ROLES: Final = frozenset(
+    {"user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary"}
+)
+
+
+class PiContext(msgspec.Struct, frozen=True, kw_only=True):
+    """What the model sees for one branch, plus where each message came from."""
+
+    session_id: str
+    leaf_id: str | None
+    messages: tuple[CanonicalMessage, ...]
+    branch_entry_ids: tuple[str, ...]
+    provider: str | None
+    model_id: str | None
+    thinking_level: str | None
+    compaction_entry_id: str | None
+    excluded_entry_ids: tuple[str, ...]
+    labels: dict[str, str]
+    issues: tuple[PiSessionIssue, ...]
+
+
+def pi_message_id(session_id: str, entry_id: str) -> str:
+    """A Pi message id as the original engine writes it."""
+    return f"{session_id}:{entry_id}"
+
+
+def _block(raw: Any) -> CanonicalBlock:
+    if isinstance(raw, dict):
+        kind = raw.get("type")
+        if kind == "text" and isinstance(raw.get("text"), str):
+            return TextBlock(text=raw["text"])
+        if kind == "thinking" and isinstance(raw.get("thinking"), str):
+            return ThinkingBlock(thinking=raw["thinking"])
+        if kind == "image":
+            mime = raw.get("mimeType")
+            data = raw.get("data")
+            return ImageBlock(
+                mime_type=mime if isinstance(mime, str) else None,
+                data=data if isinstance(data, str) else None,
+            )
+        if kind == "toolCall" and isinstance(raw.get("id"), str) and isinstance(raw.get("name"), str):
+            arguments = raw.get("arguments")
+            return ToolCallBlock(
+                id=raw["id"], name=raw["name"], arguments=arguments if isinstance(arguments, dict) else {}
+            )
+        return OpaqueProviderBlock(original_type=kind if isinstance(kind, str) else None, value=raw)
+    if isinstance(raw, str):
+        return TextBlock(text=raw)
+    return OpaqueProviderBlock(value=raw)
+
+
+def _content_blocks(content: Any) -> list[CanonicalBlock]:
+    if isinstance(content, str):
+        return [TextBlock(text=content)]
+    if isinstance(content, list):
+        return [_block(item) for item in content]
+    return []
+
+
+def _split_result_content(content: Any) -> tuple[str, list[CanonicalBlock]]:
+    """Text of a tool result joined by newlines; images and other blocks kept beside it."""
+    if isinstance(content, str):
+        return content, []
+    texts: list[str] = []
+    others: list[CanonicalBlock] = []
+    if isinstance(content, list):
+        for item in content:
+            block = _block(item)
+            if type(block) is TextBlock:
+                texts.append(block.text)
+            else:
+                others.append(block)
+    return "\n".join(texts), others
+
+
+def _bash_text(message: dict[str, Any]) -> str:
+    command = message.get("command")
+    output = message.get("output")
+    exit_code = message.get("exitCode")
+    lines = [f"$ {command if isinstance(command, str) else ''}"]
+    if isinstance(output, str) and output:
+        lines.append(output)
+    if message.get("cancelled") is True:
+        lines.append("[command cancelled]")
+    elif exit_code is not None:
+        lines.append(f"[exit code {exit_code}]")
+    if message.get("truncated") is True:
+        full = message.get("fullOutputPath")
+        lines.append(
+            f"[output truncated; full output at {full}]" if isinstance(full, str) else "[output truncated]"
+        )
+    return "\n".join(lines)
+
+
+class _Builder:
+    def __init__(self, session: PiSession, pinned: Collection[str]) -> None:
+        self.session_id = session.session_id
+        self.pinned = pinned
+        self.messages: list[CanonicalMessage] = []
+        self.excluded: list[str] = []
+        self.issues: list[PiSessionIssue] = []
+
+    def emit(
+        self,
+        entry: PiEntry,
+        role: str,
+        original_role: str,
+        blocks: Sequence[CanonicalBlock],
+        *,
+        created_at: Any = None,
+        provider: Any = None,
+        model: Any = None,
+    ) -> None:
+        atomic = any(type(block) is ToolCallBlock or type(block) is ToolResultBlock for block in blocks)
+        self.messages.append(
+            CanonicalMessage(
+                id=pi_message_id(self.session_id, entry.id),
+                source_entry_id=entry.id,
+                role=role,  # type: ignore[arg-type]
+                blocks=tuple(blocks),
+                created_at=created_at
+                if isinstance(created_at, str | int | float)
+                else entry.timestamp or None,
+                provider=provider if isinstance(provider, str) else None,
+                model=model if isinstance(model, str) else None,
+                provenance=Provenance(
+                    source="pi-session",
+                    session_id=self.session_id,
+                    entry_id=entry.id,
+                    original_role=original_role,
+                ),
+                flags=MessageFlags(
+                    atomic=True if atomic else None, pinned=True if entry.id in self.pinned else None
+                ),
+            )
+        )
+
+    def add(self, entry: PiEntry) -> None:
+        data = entry.data
+        if entry.type == "message":
+            self.add_message(entry, data.get("message"))
+        elif entry.type == "custom_message":
+            self.emit(entry, "custom", "custom", _content_blocks(data.get("content")))
+        elif entry.type == "branch_summary":
+            summary = data.get("summary")
+            text = BRANCH_SUMMARY_PREFIX + (summary if isinstance(summary, str) else "")
+            self.emit(entry, "user", "branchSummary", [TextBlock(text=text)])
+
+    def add_message(self, entry: PiEntry, message: Any) -> None:
+        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or role not in _MESSAGE_ROLES:
+            self.issues.append(
+                PiSessionIssue(
+                    code="pi-message-role-unknown",
+                    severity="warning",
+                    message="a message entry has an unknown role; it is kept in the file but not sent",
+                    line=entry.line,
+                    entry_id=entry.id,
+                )
+            )
+            self.excluded.append(entry.id)
+            return
+        timestamp = message.get("timestamp")
+        if role == "user":
+            self.emit(entry, "user", role, _content_blocks(message.get("content")), created_at=timestamp)
+        elif role == "assistant":
+            self.emit(
+                entry,
+                "assistant",
+                role,
+                _content_blocks(message.get("content")),
+                created_at=timestamp,
+                provider=message.get("provider"),
+                model=message.get("model"),
+            )
+        elif role == "toolResult":
+            text, others = _split_result_content(message.get("content"))
+            call_id = message.get("toolCallId")
+            name = message.get("toolName")
+            result = ToolResultBlock(
+                tool_call_id=call_id if isinstance(call_id, str) else "",
+                tool_name=name if isinstance(name, str) else "",
+                content=text,
+                is_error=message.get("isError") is True,
+            )
+            self.emit(entry, "tool", role, [result, *others], created_at=timestamp)
+        elif role == "bashExecution":
+            if message.get("excludeFromContext") is True:
+                self.excluded.append(entry.id)
+                return
+            self.emit(entry, "tool", role, [TextBlock(text=_bash_text(message))], created_at=timestamp)
+        elif role == "custom":
+            self.emit(entry, "custom", role, _content_blocks(message.get("content")), created_at=timestamp)
+        else:
+            summary = message.get("summary")
+            prefix = BRANCH_SUMMARY_PREFIX if role == "branchSummary" else COMPACTION_SUMMARY_PREFIX
+            text = prefix + (summary if isinstance(summary, str) else "")
+            self.emit(entry, "user", role, [TextBlock(text=text)], created_at=timestamp)
+
+
+def build_pi_context(
+    session: PiSession, leaf_id: str | None = None, *, pinned_entry_ids: Collection[str] = ()
+) -> PiContext:
+    """The model context of the branch ending at ``leaf_id`` (default: the newest entry)."""
+    path, branch_issues = session.branch(leaf_id)
+    extra = session.header.extra
+    provider = extra.get("provider") if isinstance(extra.get("provider"), str) else None
+    model_id = extra.get("modelId") if isinstance(extra.get("modelId"), str) else None
+    thinking = extra.get("thinkingLevel") if isinstance(extra.get("thinkingLevel"), str) else None
+    compaction_index: int | None = None
+    for index, entry in enumerate(path):
+        data = entry.data
+        if entry.type == "model_change":
+            if isinstance(data.get("provider"), str) and isinstance(data.get("modelId"), str):
+                provider, model_id = data["provider"], data["modelId"]
+        elif entry.type == "thinking_level_change":
+            if isinstance(data.get("thinkingLevel"), str):
+                thinking = data["thinkingLevel"]
+        elif entry.type == "compaction":
+            compaction_index = index
+        elif entry.type == "message":
+            message = data.get("message")
+            if (
+                isinstance(message, dict)
+                and message.get("role") == "assistant"
+                and isinstance(message.get("provider"), str)
+                and isinstance(message.get("model"), str)
+            ):
+                provider, model_id = message["provider"], message["model"]
+
+    builder = _Builder(session, frozenset(pinned_entry_ids))
+    builder.issues.extend(branch_issues)
+    compaction_id: str | None = None
+    if compaction_index is None:
+        for entry in path:
+            builder.add(entry)
+    else:
+        compaction = path[compaction_index]
+        compaction_id = compaction.id
+        summary = compaction.data.get("summary")
+        builder.emit(
+            compaction,
+            "user",
+            "compactionSummary",
+            [TextBlock(text=COMPACTION_SUMMARY_PREFIX + (summary if isinstance(summary, str) else ""))],
+        )
+        first_kept = compaction.data.get("firstKeptEntryId")
+        kept = False
+        for entry in path[:compaction_index]:
+            kept = kept or entry.id == first_kept
+            if kept:
+                builder.add(entry)
+        if not kept and first_kept is not None:
+            builder.issues.append(
+                PiSessionIssue(
+                    code="pi-compaction-first-kept-missing",
+                    severity="warning",
+                    message="a compaction names a first kept entry that is not on this branch",
+                    line=compaction.line,
+                    entry_id=compaction.id,
+                )
+            )
+        for entry in path[compaction_index + 1 :]:
+            builder.add(entry)
+
+    return PiContext(
+        session_id=session.session_id,
+        leaf_id=path[-1].id if path else None,
+        messages=tuple(builder.messages),
+        branch_entry_ids=tuple(entry.id for entry in path),
+        provider=provider,
+        model_id=model_id,
+        thinking_level=thinking,
+        compaction_entry_id=compaction_id,
+        excluded_entry_ids=tuple(builder.excluded),
+        labels=session.labels(),
+        issues=tuple(builder.issues),
+    )

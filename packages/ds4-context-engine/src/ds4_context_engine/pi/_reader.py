@@ -1,0 +1,444 @@
+"""Reading Pi session files (v1-v3) into an in-memory tree, without ever writing to them.
+
+v1 files are a flat list without ids: each entry gets a deterministic 8-hex id derived from the session id
+and its line number, and its predecessor as parent, so two reads of the same bytes give the same tree.
+v2 files name the custom message role ``hookMessage``; it is renamed to ``custom`` in memory (v3).
+Bad lines are reported as issues with codes and skipped; nothing is ever repaired on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+
+from ds4_context_engine._exceptions import PiSessionError
+
+__all__ = [
+    "DEFAULT_MAX_PI_SESSION_BYTES",
+    "KNOWN_PI_ENTRY_TYPES",
+    "PI_ISSUE_CODES",
+    "PI_SESSION_VERSION",
+    "PiEntry",
+    "PiSession",
+    "PiSessionHeader",
+    "PiSessionIssue",
+    "extend_pi_session",
+    "read_pi_session",
+    "read_pi_session_bytes",
+]
+
+PI_SESSION_VERSION: Final = 3
+DEFAULT_MAX_PI_SESSION_BYTES: Final = 256 * 1024 * 1024
+KNOWN_PI_ENTRY_TYPES: Final = (
+    "branch_summary",
+    "compaction",
+    "custom",
+    "custom_message",
+    "label",
+    "message",
+    "model_change",
+    "session_info",
+    "thinking_level_change",
+)
+PI_ISSUE_CODES: Final = (
+    "pi-compaction-first-kept-missing",
+    "pi-entry-id-duplicate",
+    "pi-entry-invalid",
+    "pi-entry-type-unknown",
+    "pi-line-corrupt",
+    "pi-line-partial",
+    "pi-message-role-unknown",
+    "pi-parent-cycle",
+    "pi-parent-dangling",
+)
+
+IssueSeverity = Literal["info", "warning", "error"]
+
+_HEADER_KEYS: Final = frozenset({"type", "version", "id", "timestamp", "cwd", "parentSession"})
+_decoder: Final = msgspec.json.Decoder()
+
+
+class PiSessionHeader(msgspec.Struct, frozen=True, kw_only=True):
+    """The first line of a session file. ``extra`` keeps any other header field (v1 ``provider`` ...)."""
+
+    version: int
+    id: str
+    timestamp: str
+    cwd: str
+    parent_session: str | None = None
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class PiEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One tree entry. ``data`` is the decoded line (after in-memory migration); ``offset`` its first byte."""
+
+    type: str
+    id: str
+    parent_id: str | None
+    timestamp: str
+    line: int
+    offset: int
+    data: dict[str, Any]
+
+
+class PiSessionIssue(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Something wrong or unusual in the file. Never carries entry content."""
+
+    code: str
+    severity: IssueSeverity
+    message: str
+    line: int | None = None
+    entry_id: str | None = None
+
+
+def _v1_entry_id(session_id: str, line: int, taken: set[str]) -> str:
+    salt = 0
+    while True:
+        digest = hashlib.sha256(f"{session_id}\n{line}\n{salt}".encode()).hexdigest()[:8]
+        if digest not in taken:
+            return digest
+        salt += 1
+
+
+def _parse_header(raw: Any, path: str) -> PiSessionHeader:
+    if not isinstance(raw, dict) or raw.get("type") != "session":
+        raise PiSessionError("pi-session-header-missing", f"{path}: the first line is not a session header")
+    version = raw.get("version", 1)
+    session_id = raw.get("id")
+    cwd = raw.get("cwd")
+    if type(version) is not int or version < 1:
+        raise PiSessionError(
+            "pi-session-header-invalid", f"{path}: the header version is not an integer >= 1"
+        )
+    if version > PI_SESSION_VERSION:
+        raise PiSessionError(
+            "pi-session-version-unsupported",
+            f"{path}: session version {version} is newer than the supported {PI_SESSION_VERSION}",
+        )
+    if not isinstance(session_id, str) or not session_id or not isinstance(cwd, str) or not cwd:
+        raise PiSessionError("pi-session-header-invalid", f"{path}: the header needs a string id and cwd")
+    parent = raw.get("parentSession", raw.get("branchedFrom"))
+    timestamp = raw.get("timestamp")
+    return PiSessionHeader(
+        version=version,
+        id=session_id,
+        timestamp=timestamp if isinstance(timestamp, str) else "",
+        cwd=cwd,
+        parent_session=parent if isinstance(parent, str) else None,
+        extra={key: value for key, value in raw.items() if key not in _HEADER_KEYS},
+    )
+
+
+def _lines(data: bytes, start: int) -> Iterator[tuple[int, bytes, bool]]:
+    """(offset, line bytes without newline, terminated) for every line from ``start``."""
+    position = start
+    size = len(data)
+    while position < size:
+        end = data.find(b"\n", position)
+        if end < 0:
+            yield position, data[position:], False
+            return
+        yield position, data[position:end], True
+        position = end + 1
+
+
+class _Scan:
+    """Mutable state of one pass over the lines of a file."""
+
+    def __init__(self, header: PiSessionHeader, known_ids: set[str], first_line: int) -> None:
+        self.header = header
+        self.entries: list[PiEntry] = []
+        self.issues: list[PiSessionIssue] = []
+        self.ids = known_ids
+        self.line = first_line
+        self.previous_id: str | None = None
+        self.end_offset = 0
+        self.end_line = first_line
+        # v1 compactions name the first kept entry by index into the entry list
+        self.v1_index_to_id: list[str] = []
+
+    def issue(self, code: str, severity: IssueSeverity, message: str, *, entry_id: str | None = None) -> None:
+        self.issues.append(
+            PiSessionIssue(code=code, severity=severity, message=message, line=self.line, entry_id=entry_id)
+        )
+
+
+def _migrate(raw: dict[str, Any], scan: _Scan) -> None:
+    version = scan.header.version
+    if version < 3 and raw.get("type") == "message":
+        message = raw.get("message")
+        if isinstance(message, dict) and message.get("role") == "hookMessage":
+            raw["message"] = {**message, "role": "custom"}
+    if version == 1:
+        if isinstance(raw.get("id"), str) and "parentId" in raw:
+            # appended by a tree-aware writer after the v1 lines: already migrated
+            scan.v1_index_to_id.append(raw["id"])
+            return
+        entry_id = _v1_entry_id(scan.header.id, scan.line, scan.ids)
+        raw["id"] = entry_id
+        raw["parentId"] = scan.previous_id
+        index = raw.get("firstKeptEntryIndex")
+        if (
+            raw.get("type") == "compaction"
+            and "firstKeptEntryId" not in raw
+            and type(index) is int
+            and 0 <= index < len(scan.v1_index_to_id)
+        ):
+            raw["firstKeptEntryId"] = scan.v1_index_to_id[index]
+        scan.v1_index_to_id.append(entry_id)
+
+
+def _scan_lines(data: bytes, start: int, scan: _Scan, *, base_offset: int = 0) -> None:
+    scan.end_offset = base_offset + start
+    scan.end_line = scan.line
+    for relative, text, terminated in _lines(data, start):
+        offset = base_offset + relative
+        scan.line += 1
+        if not terminated:
+            # A torn tail is a write in progress or a crash; it is not ours to repair.
+            scan.issue("pi-line-partial", "warning", "the last line has no newline and was not read")
+            return
+        scan.end_offset = offset + len(text) + 1
+        scan.end_line = scan.line
+        if not text.strip():
+            continue
+        try:
+            raw = _decoder.decode(text)
+        except msgspec.DecodeError:
+            scan.issue("pi-line-corrupt", "error", "the line is not valid JSON and was skipped")
+            continue
+        if not isinstance(raw, dict):
+            scan.issue("pi-line-corrupt", "error", "the line is not a JSON object and was skipped")
+            continue
+        _migrate(raw, scan)
+        entry_type = raw.get("type")
+        entry_id = raw.get("id")
+        parent_id = raw.get("parentId")
+        if not isinstance(entry_type, str) or not isinstance(entry_id, str) or not entry_id:
+            scan.issue("pi-entry-invalid", "error", "the entry has no string type or id and was skipped")
+            continue
+        if parent_id is not None and not isinstance(parent_id, str):
+            scan.issue("pi-entry-invalid", "error", "the entry parentId is not a string", entry_id=entry_id)
+            continue
+        if entry_id in scan.ids:
+            scan.issue("pi-entry-id-duplicate", "error", "a second entry reuses an id and was skipped")
+            continue
+        if entry_type not in KNOWN_PI_ENTRY_TYPES:
+            scan.issue(
+                "pi-entry-type-unknown",
+                "warning",
+                "an entry of an unknown type is kept in the tree but not sent to the model",
+                entry_id=entry_id,
+            )
+        timestamp = raw.get("timestamp")
+        scan.ids.add(entry_id)
+        scan.previous_id = entry_id
+        scan.entries.append(
+            PiEntry(
+                type=entry_type,
+                id=entry_id,
+                parent_id=parent_id,
+                timestamp=timestamp if isinstance(timestamp, str) else "",
+                line=scan.line,
+                offset=offset,
+                data=raw,
+            )
+        )
+
+
+class PiSession:
+    """A parsed session file: header, entries in file order, issues, and tree navigation.
+
+    The file is read once; the object never touches it again. ``end_offset`` is the byte just past the
+    last complete line, where incremental indexing resumes.
+    """
+
+    __slots__ = ("_by_id", "end_line", "end_offset", "entries", "header", "issues", "path", "source_version")
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        header: PiSessionHeader,
+        entries: tuple[PiEntry, ...],
+        issues: tuple[PiSessionIssue, ...],
+        end_offset: int,
+        end_line: int,
+    ) -> None:
+        self.path = path
+        self.header = header
+        self.source_version = header.version
+        self.entries = entries
+        self.issues = issues
+        self.end_offset = end_offset
+        self.end_line = end_line
+        self._by_id = {entry.id: entry for entry in entries}
+
+    @property
+    def session_id(self) -> str:
+        return self.header.id
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The newest entry: the one appended last."""
+        return self.entries[-1].id if self.entries else None
+
+    def entry(self, entry_id: str) -> PiEntry | None:
+        return self._by_id.get(entry_id)
+
+    def labels(self) -> dict[str, str]:
+        """Current label per target entry id; a later label entry replaces or (when empty) clears one."""
+        labels: dict[str, str] = {}
+        for entry in self.entries:
+            if entry.type != "label":
+                continue
+            target = entry.data.get("targetId")
+            label = entry.data.get("label")
+            if not isinstance(target, str):
+                continue
+            if isinstance(label, str) and label.strip():
+                labels[target] = label
+            else:
+                labels.pop(target, None)
+        return labels
+
+    def branch(self, leaf_id: str | None = None) -> tuple[tuple[PiEntry, ...], tuple[PiSessionIssue, ...]]:
+        """Entries from the root to ``leaf_id`` (default: the newest entry) and what went wrong on the way.
+
+        A dangling parent id ends the walk there (that entry acts as the root); a cycle ends it at the
+        first repeated entry. Both are reported, neither is guessed around.
+        """
+        start = leaf_id if leaf_id is not None else self.leaf_id
+        if start is None:
+            return (), ()
+        if start not in self._by_id:
+            raise PiSessionError("pi-leaf-unknown", "the requested leaf id is not an entry of this session")
+        path: list[PiEntry] = []
+        seen: set[str] = set()
+        issues: list[PiSessionIssue] = []
+        current: str | None = start
+        while current is not None:
+            entry = self._by_id.get(current)
+            if entry is None:
+                issues.append(
+                    PiSessionIssue(
+                        code="pi-parent-dangling",
+                        severity="error",
+                        message="an entry names a parent that does not exist; the branch starts after it",
+                        line=path[-1].line,
+                        entry_id=path[-1].id,
+                    )
+                )
+                break
+            if current in seen:
+                issues.append(
+                    PiSessionIssue(
+                        code="pi-parent-cycle",
+                        severity="error",
+                        message="parent ids form a cycle; the branch was cut where it repeats",
+                        line=entry.line,
+                        entry_id=entry.id,
+                    )
+                )
+                break
+            seen.add(current)
+            path.append(entry)
+            current = entry.parent_id
+        path.reverse()
+        return tuple(path), tuple(issues)
+
+    def children(self) -> dict[str | None, list[str]]:
+        """Child ids per parent id (``None`` for roots), in file order."""
+        result: dict[str | None, list[str]] = {}
+        for entry in self.entries:
+            result.setdefault(entry.parent_id, []).append(entry.id)
+        return result
+
+    def leaves(self) -> tuple[str, ...]:
+        """Ids of entries no other entry names as parent, in file order: the tips of every branch."""
+        parents = {entry.parent_id for entry in self.entries}
+        return tuple(entry.id for entry in self.entries if entry.id not in parents)
+
+
+def read_pi_session_bytes(
+    data: bytes, *, path: str = "<memory>", max_bytes: int = DEFAULT_MAX_PI_SESSION_BYTES
+) -> PiSession:
+    """Parse session bytes. Raises ``PiSessionError`` only when there is no usable header."""
+    if len(data) > max_bytes:
+        raise PiSessionError("pi-session-too-large", f"{path}: the file exceeds {max_bytes} bytes")
+    first_end = data.find(b"\n")
+    if first_end < 0:
+        raise PiSessionError("pi-session-header-missing", f"{path}: there is no complete header line")
+    try:
+        raw_header = _decoder.decode(data[:first_end])
+    except msgspec.DecodeError as error:
+        raise PiSessionError("pi-session-header-invalid", f"{path}: the header is not valid JSON") from error
+    header = _parse_header(raw_header, path)
+    scan = _Scan(header, set(), first_line=1)
+    _scan_lines(data, first_end + 1, scan)
+    return PiSession(
+        path=path,
+        header=header,
+        entries=tuple(scan.entries),
+        issues=tuple(scan.issues),
+        end_offset=scan.end_offset,
+        end_line=scan.end_line,
+    )
+
+
+def _read_regular_file(path: Path, max_bytes: int) -> bytes:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except FileNotFoundError as error:
+        raise PiSessionError("pi-session-not-found", f"{path}: no such session file") from error
+    except OSError as error:
+        raise PiSessionError("pi-session-unreadable", f"{path}: cannot open ({error.strerror})") from error
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise PiSessionError("pi-session-unreadable", f"{path}: not a regular file")
+        if info.st_size > max_bytes:
+            raise PiSessionError("pi-session-too-large", f"{path}: the file exceeds {max_bytes} bytes")
+        return handle.read(max_bytes + 1)
+
+
+def read_pi_session(
+    path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_PI_SESSION_BYTES
+) -> PiSession:
+    """Read a session file (a symlink as the file itself is refused). The file is never written."""
+    file_path = Path(path)
+    return read_pi_session_bytes(
+        _read_regular_file(file_path, max_bytes), path=str(file_path), max_bytes=max_bytes
+    )
+
+
+def extend_pi_session(session: PiSession, tail: bytes) -> PiSession:
+    """The session grown by ``tail``: the bytes of the same file from ``session.end_offset`` onwards.
+
+    Only the new complete lines are parsed, so re-reading after an append costs what was appended.
+    Ids already in ``session`` count as taken, so a duplicate appended later is still reported.
+    """
+    scan = _Scan(session.header, set(session._by_id), first_line=session.end_line)
+    scan.previous_id = session.leaf_id
+    if session.header.version == 1:
+        scan.v1_index_to_id = [entry.id for entry in session.entries]
+    _scan_lines(tail, 0, scan, base_offset=session.end_offset)
+    if not tail:
+        return session
+    # a torn tail reported before is either complete now or reported again by this scan
+    earlier = tuple(issue for issue in session.issues if issue.code != "pi-line-partial")
+    return PiSession(
+        path=session.path,
+        header=session.header,
+        entries=session.entries + tuple(scan.entries),
+        issues=earlier + tuple(scan.issues),
+        end_offset=scan.end_offset,
+        end_line=scan.end_line,
+    )

@@ -1,0 +1,191 @@
+"""Creating Pi session files and appending entries to them.
+
+An append is one ``write`` of one whole line on a descriptor opened with ``O_APPEND``, under an exclusive
+``flock`` so that concurrent appenders get distinct ids and a consistent leaf. A file whose last line is
+torn is refused rather than extended: appending after a partial line would glue two records together.
+Existing bytes are never rewritten.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import stat
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from ds4_context_engine._exceptions import PiSessionWriteError
+
+from ._reader import PI_SESSION_VERSION, PiEntry, PiSession, PiSessionHeader, read_pi_session_bytes
+
+__all__ = [
+    "LEAF",
+    "RESERVED_ENTRY_FIELDS",
+    "append_pi_entry",
+    "create_pi_session",
+    "iso_timestamp",
+]
+
+RESERVED_ENTRY_FIELDS: Final = ("id", "parentId", "timestamp", "type")
+_ID_ATTEMPTS: Final = 64
+_encoder: Final = msgspec.json.Encoder()
+
+
+class _Leaf:
+    """Marker: attach the new entry to the current leaf (the newest entry)."""
+
+    def __repr__(self) -> str:
+        return "LEAF"
+
+
+LEAF: Final = _Leaf()
+
+
+def iso_timestamp(moment: datetime | None = None) -> str:
+    """An ISO-8601 UTC timestamp with milliseconds and ``Z``, as Pi writes them."""
+    value = (moment or datetime.now(UTC)).astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def _ensure_private_directory(directory: Path) -> None:
+    if not directory.exists():
+        directory.mkdir(mode=0o700, parents=True)
+        directory.chmod(0o700)
+
+
+def create_pi_session(
+    path: str | os.PathLike[str],
+    *,
+    cwd: str,
+    session_id: str | None = None,
+    parent_session: str | None = None,
+    timestamp: str | None = None,
+) -> PiSessionHeader:
+    """Create a new v3 session file (mode 0600; a missing directory is created 0700). Never overwrites."""
+    file_path = Path(path)
+    _ensure_private_directory(file_path.parent)
+    header: dict[str, Any] = {
+        "type": "session",
+        "version": PI_SESSION_VERSION,
+        "id": session_id or str(uuid.uuid4()),
+        "timestamp": timestamp or iso_timestamp(),
+        "cwd": cwd,
+    }
+    if parent_session is not None:
+        header["parentSession"] = parent_session
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(file_path, flags, 0o600)
+    except FileExistsError as error:
+        raise PiSessionWriteError(
+            "pi-session-exists", f"{file_path}: refusing to overwrite a file"
+        ) from error
+    try:
+        os.write(descriptor, _encoder.encode(header) + b"\n")
+    finally:
+        os.close(descriptor)
+    return PiSessionHeader(
+        version=PI_SESSION_VERSION,
+        id=header["id"],
+        timestamp=header["timestamp"],
+        cwd=cwd,
+        parent_session=parent_session,
+    )
+
+
+def _read_locked(descriptor: int) -> bytes:
+    size = os.fstat(descriptor).st_size
+    chunks: list[bytes] = []
+    offset = 0
+    while offset < size:
+        chunk = os.pread(descriptor, size - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _fresh_id(session: PiSession) -> str:
+    for _ in range(_ID_ATTEMPTS):
+        candidate = secrets.token_hex(4)
+        if session.entry(candidate) is None:
+            return candidate
+    raise PiSessionWriteError("pi-entry-id-exhausted", "could not draw an unused 8-hex entry id")
+
+
+def append_pi_entry(
+    path: str | os.PathLike[str],
+    entry_type: str,
+    fields: Mapping[str, Any],
+    *,
+    parent_id: str | _Leaf | None = LEAF,
+    timestamp: str | None = None,
+) -> PiEntry:
+    """Append one entry as a whole line and return it as read back.
+
+    ``fields`` are the type-specific fields (``message``, ``customType`` ...); ``id``, ``parentId``,
+    ``timestamp`` and ``type`` are filled in here. ``parent_id`` defaults to the current leaf; pass an
+    existing id to start a branch, or ``None`` for a new root.
+    """
+    file_path = Path(path)
+    reserved = [key for key in RESERVED_ENTRY_FIELDS if key in fields]
+    if reserved or not entry_type:
+        raise PiSessionWriteError(
+            "pi-entry-fields-invalid", "entry fields may not set id, parentId, timestamp or type"
+        )
+    flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(file_path, flags)
+    except FileNotFoundError as error:
+        raise PiSessionWriteError("pi-session-not-found", f"{file_path}: no such session file") from error
+    except OSError as error:
+        raise PiSessionWriteError("pi-session-unwritable", f"{file_path}: cannot open for append") from error
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise PiSessionWriteError("pi-session-unwritable", f"{file_path}: not a regular file")
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        data = _read_locked(descriptor)
+        if data and not data.endswith(b"\n"):
+            raise PiSessionWriteError(
+                "pi-session-torn-tail",
+                f"{file_path}: the last line is incomplete; refusing to append after it",
+            )
+        session = read_pi_session_bytes(data, path=str(file_path))
+        parent = session.leaf_id if isinstance(parent_id, _Leaf) else parent_id
+        if parent is not None and session.entry(parent) is None:
+            raise PiSessionWriteError("pi-parent-unknown", "the parent id is not an entry of this session")
+        record: dict[str, Any] = {
+            "type": entry_type,
+            "id": _fresh_id(session),
+            "parentId": parent,
+            "timestamp": timestamp or iso_timestamp(),
+            **fields,
+        }
+        try:
+            line = _encoder.encode(record) + b"\n"
+        except (TypeError, msgspec.EncodeError) as error:
+            raise PiSessionWriteError(
+                "pi-entry-fields-invalid", "entry fields are not JSON values"
+            ) from error
+        written = os.write(descriptor, line)
+        if written != len(line):
+            raise PiSessionWriteError("pi-append-short-write", f"{file_path}: the line was not written whole")
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    return PiEntry(
+        type=entry_type,
+        id=record["id"],
+        parent_id=parent,
+        timestamp=record["timestamp"],
+        line=session.end_line + 1,
+        offset=len(data),
+        data=record,
+    )

@@ -1,0 +1,182 @@
+"""The model context Pi would build for a branch, as canonical messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ds4_context_core import (
+    ImageBlock,
+    OpaqueProviderBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    build_canonical_tool_atomic_groups,
+)
+from ds4_context_engine.pi import (
+    BRANCH_SUMMARY_PREFIX,
+    COMPACTION_SUMMARY_PREFIX,
+    build_pi_context,
+    read_pi_session,
+    read_pi_session_bytes,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "pi"
+SESSION_ID = "4f1c2a7e-0b5d-4a8e-9c1f-2d3e4f5a6b7c"
+
+
+def test_coding_session_converts_every_shape():
+    context = build_pi_context(read_pi_session(FIXTURES / "v3-coding.jsonl"))
+    ids = [message.source_entry_id for message in context.messages]
+    assert ids == [
+        "a0000003",
+        "a0000004",
+        "a0000005",
+        "a0000006",
+        "a0000007",
+        "a0000009",
+        "a000000c",
+        "a000000d",
+        "a000000e",
+        "a0000010",
+    ]
+    assert context.excluded_entry_ids == ("a0000008",)
+    assert [message.role for message in context.messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "tool",
+        "user",
+        "custom",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert (context.provider, context.model_id, context.thinking_level) == (
+        "anthropic",
+        "claude-sonnet-4-5",
+        "medium",
+    )
+    first = context.messages[0]
+    assert first.id == f"{SESSION_ID}:a0000003"
+    assert first.provenance.source == "pi-session"
+    assert first.provenance.session_id == SESSION_ID
+    assert first.provenance.entry_id == "a0000003"
+    assert first.created_at == 1772442001000
+    assert first.blocks == (TextBlock(text="Fix the failing parser test in src/parse.ts"),)
+
+
+def test_parallel_tool_calls_thinking_and_images_are_kept():
+    context = build_pi_context(read_pi_session(FIXTURES / "v3-coding.jsonl"))
+    by_entry = {message.source_entry_id: message for message in context.messages}
+    assistant = by_entry["a0000004"]
+    assert assistant.blocks[0] == ThinkingBlock(thinking="Read the test and the parser side by side.")
+    assert assistant.tool_call_ids == ("call_r1", "call_r2")
+    assert assistant.blocks[2] == ToolCallBlock(id="call_r1", name="read", arguments={"path": "src/parse.ts"})
+    assert assistant.flags.atomic is True
+    assert assistant.provider == "anthropic"
+    result = by_entry["a0000006"]
+    assert result.blocks == (
+        ToolResultBlock(
+            tool_call_id="call_r2",
+            tool_name="read",
+            content="expect(parse('a, b')).toEqual(['a', 'b'])",
+            is_error=False,
+        ),
+    )
+    assert result.flags.atomic is True
+    image_message = by_entry["a0000009"]
+    assert image_message.blocks[1] == ImageBlock(mime_type="image/png", data="iVBORw0KGgo=")
+    groups = build_canonical_tool_atomic_groups(context.messages)
+    parallel = [group for group in groups if "call_r1" in group.tool_call_ids]
+    assert len(parallel) == 1
+    assert parallel[0].tool_call_ids == ("call_r1", "call_r2")
+    assert parallel[0].complete
+    assert len(parallel[0].message_ids) == 3
+    assert all(group.complete for group in groups)
+
+
+def test_bash_execution_becomes_a_tool_message_with_command_output_and_exit_code():
+    context = build_pi_context(read_pi_session(FIXTURES / "v3-coding.jsonl"))
+    bash = next(message for message in context.messages if message.source_entry_id == "a0000007")
+    assert bash.role == "tool"
+    assert bash.provenance.original_role == "bashExecution"
+    (block,) = bash.blocks
+    assert isinstance(block, TextBlock)
+    assert block.text.startswith("$ npm test -- parse\nFAIL test/parse.test.ts")
+    assert block.text.endswith("[exit code 1]")
+
+
+def test_compaction_emits_summary_then_kept_entries_then_later_ones():
+    context = build_pi_context(read_pi_session(FIXTURES / "v3-compacted.jsonl"))
+    assert [message.source_entry_id for message in context.messages] == [
+        "c0000005",
+        "c0000003",
+        "c0000004",
+        "c0000006",
+        "c0000008",
+    ]
+    summary = context.messages[0]
+    assert summary.role == "user"
+    assert summary.provenance.original_role == "compactionSummary"
+    assert summary.blocks == (
+        TextBlock(
+            text=COMPACTION_SUMMARY_PREFIX + "Goal: port CLI flags to typer. Constraint: keep --verbose."
+        ),
+    )
+    assert context.compaction_entry_id == "c0000005"
+
+
+def test_v1_compaction_by_index_and_header_model():
+    session = read_pi_session(FIXTURES / "v1-legacy.jsonl")
+    context = build_pi_context(session)
+    ids = [entry.id for entry in session.entries]
+    assert [message.source_entry_id for message in context.messages] == [ids[4], ids[3], ids[5], ids[6]]
+    assert [message.role for message in context.messages] == ["user", "assistant", "custom", "user"]
+    assert context.messages[2].blocks == (TextBlock(text="Remember to run the linter"),)
+    assert (context.provider, context.model_id, context.thinking_level) == ("openai", "gpt-4.1", "off")
+
+
+def test_branch_summary_and_model_change_on_the_active_branch():
+    session = read_pi_session(FIXTURES / "v2-branches.jsonl")
+    active = build_pi_context(session)
+    assert [message.source_entry_id for message in active.messages] == [
+        "b0000001",
+        "b0000005",
+        "b0000006",
+        "b0000008",
+    ]
+    assert active.messages[1].blocks == (
+        TextBlock(
+            text=BRANCH_SUMMARY_PREFIX
+            + "An express handler was written to src/health.js but the project uses fastify."
+        ),
+    )
+    assert active.model_id == "gpt-4.1-mini"
+    abandoned = build_pi_context(session, "b0000004")
+    assert [message.role for message in abandoned.messages] == ["user", "assistant", "tool", "user"]
+    assert abandoned.model_id == "gpt-4o"
+
+
+def test_unknown_roles_and_blocks_are_reported_or_kept_never_silently_dropped():
+    context = build_pi_context(read_pi_session(FIXTURES / "corrupt.jsonl"))
+    assert [message.source_entry_id for message in context.messages] == ["d0000003"]
+    assert context.excluded_entry_ids == ("d0000004",)
+    assert [issue.code for issue in context.issues] == ["pi-parent-dangling", "pi-message-role-unknown"]
+    data = (
+        b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}\n'
+        b'{"type":"message","id":"00000001","parentId":null,"timestamp":"t","message":{"role":"assistant",'
+        b'"content":[{"type":"redacted_thinking","data":"abc"}]}}\n'
+    )
+    (message,) = build_pi_context(read_pi_session_bytes(data)).messages
+    assert message.blocks == (
+        OpaqueProviderBlock(
+            original_type="redacted_thinking", value={"type": "redacted_thinking", "data": "abc"}
+        ),
+    )
+
+
+def test_pinned_entries_are_flagged():
+    context = build_pi_context(read_pi_session(FIXTURES / "v3-coding.jsonl"), pinned_entry_ids={"a0000003"})
+    assert [m.source_entry_id for m in context.messages if m.flags.pinned] == ["a0000003"]
