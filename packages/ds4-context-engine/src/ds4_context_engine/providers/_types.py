@@ -1,0 +1,140 @@
+"""Records shared by every transport: requests, usage, failures and results."""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from ds4_context_core import CanonicalMessage, ModelDescriptor
+
+__all__ = [
+    "FAILURE_KINDS",
+    "FALLBACK_CODES",
+    "TRANSIENT_FAILURE_KINDS",
+    "CompletionOutput",
+    "CompletionRequest",
+    "CompletionUsage",
+    "FailureKind",
+    "OutputToolCall",
+    "ToolDefinition",
+    "TransportFailure",
+    "TransportResult",
+    "UsageObservation",
+]
+
+FAILURE_KINDS: Final = (
+    "authentication",
+    "client-error",
+    "connection-error",
+    "invalid-request",
+    "invalid-response",
+    "privacy-enforcement-failed",
+    "rate-limited",
+    "server-error",
+    "timeout",
+)
+# Only these are worth another attempt: the same request may succeed a moment later.
+TRANSIENT_FAILURE_KINDS: Final = ("connection-error", "rate-limited", "server-error", "timeout")
+FALLBACK_CODES: Final = ("invalid-request", "privacy-enforcement-failed", "transport-failed")
+
+FailureKind: TypeAlias = Literal[
+    "authentication",
+    "client-error",
+    "connection-error",
+    "invalid-request",
+    "invalid-response",
+    "privacy-enforcement-failed",
+    "rate-limited",
+    "server-error",
+    "timeout",
+]
+
+
+class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool offered to the model: name, description and JSON Schema of its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = msgspec.field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What a transport sends: provider-facing canonical messages (a plan's output) and model limits.
+
+    ``stable_prefix_count`` is how many leading messages the plan promises to keep byte-identical on the
+    next call; Anthropic cache breakpoints go there. ``system`` is the host's system prompt.
+    """
+
+    messages: tuple[CanonicalMessage, ...]
+    model: ModelDescriptor
+    system: str | None = None
+    tools: tuple[ToolDefinition, ...] = ()
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    stable_prefix_count: int = 0
+    estimated_input_tokens: int | None = None
+
+
+class CompletionUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """Token counts as the provider reported them (cache counts are 0 when not reported)."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+
+class UsageObservation(msgspec.Struct, frozen=True, kw_only=True):
+    """Our estimate next to the provider's count, for token-estimate calibration."""
+
+    provider: str
+    model: str
+    estimated_input_tokens: int
+    usage: CompletionUsage
+
+
+class OutputToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class CompletionOutput(msgspec.Struct, frozen=True, kw_only=True):
+    text: str
+    tool_calls: tuple[OutputToolCall, ...] = ()
+    stop_reason: str | None = None
+    response_id: str | None = None
+    model: str | None = None
+
+
+class TransportFailure(msgspec.Struct, frozen=True, kw_only=True):
+    """Why an attempt failed: metadata only, never a response body or request payload."""
+
+    kind: FailureKind
+    reason: str
+    http_status: int | None = None
+    retry_after_ms: int | None = None
+
+    @property
+    def transient(self) -> bool:
+        return self.kind in TRANSIENT_FAILURE_KINDS
+
+
+class TransportResult(msgspec.Struct, frozen=True, kw_only=True):
+    """``completed`` with output and usage, or ``fallback`` with a code: a transport never raises.
+
+    Fallback codes: ``transport-failed`` (retryable when the failure is transient),
+    ``privacy-enforcement-failed`` and ``invalid-request`` (never retryable; nothing was sent).
+    """
+
+    status: Literal["completed", "fallback"]
+    provider: str
+    model: str
+    output: CompletionOutput | None = None
+    usage: CompletionUsage | None = None
+    code: str | None = None
+    retryable: bool = False
+    failure: TransportFailure | None = None
+    continued_from: str | None = None
+    elapsed_ms: float = 0.0
