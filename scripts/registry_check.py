@@ -1,0 +1,275 @@
+"""Prove a published release: download it from an index, verify it, install it clean, rerun conformance.
+
+Usage: ``registry_check.py 0.1.0 [--index-url https://pypi.org/simple/]``. Only an exact release version
+is accepted. For each of the three distributions it reads the index's project page, downloads that
+version's wheel with an isolated client (``pip download --isolated --no-deps --only-binary :all:``, so no
+local configuration, find-links or cache can answer instead of the index), and checks that the file's
+sha256 matches the index's ``#sha256=`` link, that its METADATA carries the right name and version, and that
+the adapters pin core exactly. It then creates a clean venv, installs the third-party dependencies the
+wheels declare, installs the three downloaded wheels with no index at all, checks what got installed and
+runs ``ds4-context-conformance`` against the reference adapter from that venv.
+
+Codes: REG001 not an exact version, REG002 index page unreachable, REG003 the version's wheel or its
+sha256 is not listed, REG004 download failed, REG005 sha256 mismatch, REG006 name or version mismatch,
+REG007 sibling pin mismatch, REG008 install failed, REG009 installed version or location wrong, REG010
+conformance failed, REG011 environment problem (no uv, no venv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html.parser
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from _dists import WheelFile, read_wheel, sha256_file, sibling_pin_problems, third_party_requirements
+from _release import DISTRIBUTIONS, Distribution, ReleaseError, is_release_version, report
+
+__all__ = ["IndexFile", "index_files", "main", "registry_check"]
+
+DEFAULT_INDEX = "https://pypi.org/simple/"
+CONFORMANCE_TARGET = "ds4_context_reference_adapter:conformance_factory"
+_TAIL = 1500
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One file link on a PEP 503 project page."""
+
+    filename: str
+    url: str
+    sha256: str | None
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.hrefs += [value for key, value in attrs if key == "href" and value]
+
+
+def index_files(index_url: str, dist: Distribution) -> list[IndexFile]:
+    """The files listed on a project's simple page. Raises REG002 when the page cannot be read."""
+    page = urllib.parse.urljoin(index_url.rstrip("/") + "/", f"{dist.name}/")
+    try:
+        with urllib.request.urlopen(page, timeout=60) as response:  # noqa: S310 - the URL is the user's index
+            text = response.read().decode("utf-8", "replace")
+    except (OSError, urllib.error.URLError, ValueError) as exc:
+        raise ReleaseError("REG002", f"cannot read {page}: {exc}") from exc
+    links = _Links()
+    links.feed(text)
+    files = []
+    for href in links.hrefs:
+        url = urllib.parse.urljoin(page, href)
+        parts = urllib.parse.urlsplit(url)
+        filename = urllib.parse.unquote(parts.path.rsplit("/", 1)[-1])
+        fragment = urllib.parse.parse_qs(parts.fragment)
+        files.append(IndexFile(filename, url, fragment.get("sha256", [None])[0]))
+    return files
+
+
+def _tail(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= _TAIL else "..." + text[-_TAIL:]
+
+
+def _run(args: list[str], code: str, what: str, *, cwd: Path | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}}
+    result = subprocess.run(args, check=False, capture_output=True, text=True, cwd=cwd, env=env)
+    if result.returncode != 0:
+        raise ReleaseError(
+            code, f"{what} failed (exit {result.returncode}): {_tail(result.stderr or result.stdout)}"
+        )
+    return result.stdout
+
+
+def _uv() -> str:
+    try:
+        return str(importlib.import_module("uv").find_uv_bin())
+    except (ImportError, FileNotFoundError, AttributeError):
+        found = shutil.which("uv")
+        if found is None:
+            raise ReleaseError(
+                "REG011", "uv is needed to install into the clean venv and was not found"
+            ) from None
+        return found
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(f"{line}\n")
+    sys.stdout.flush()
+
+
+def _verify(wheel: WheelFile, dist: Distribution, version: str, listed: IndexFile) -> list[ReleaseError]:
+    problems = []
+    digest = sha256_file(wheel.path)
+    if digest != listed.sha256:
+        problems.append(
+            ReleaseError(
+                "REG005", f"{wheel.path.name}: sha256 {digest} differs from the index's {listed.sha256}"
+            )
+        )
+    meta = (str(wheel.metadata.get("Name")), str(wheel.metadata.get("Version")))
+    if wheel.name != dist.name or meta != (dist.name, version) or wheel.version != version:
+        problems.append(
+            ReleaseError(
+                "REG006",
+                f"{wheel.path.name}: METADATA says {meta[0]} {meta[1]}, expected {dist.name} {version}",
+            )
+        )
+    problems += sibling_pin_problems(wheel, version, "REG007")
+    return problems
+
+
+_INSPECT = """
+import importlib, importlib.metadata as md, json, sys
+out = {}
+for dist, package in json.loads(sys.argv[1]):
+    module = importlib.import_module(package)
+    out[dist] = [md.version(dist), getattr(module, "__version__", None), module.__file__]
+print(json.dumps(out))
+"""
+
+
+def registry_check(version: str, index_url: str, work: Path) -> None:
+    """Run every step; raises :class:`ReleaseError` at the first failing one."""
+    if not is_release_version(version):
+        raise ReleaseError(
+            "REG001", f"{version!r} is not an exact release version like 0.1.0 (no ranges, no 'latest')"
+        )
+    listed: dict[str, IndexFile] = {}
+    for dist in DISTRIBUTIONS:
+        prefix = f"{dist.file_stem}-{version}-"
+        candidates = [
+            f
+            for f in index_files(index_url, dist)
+            if f.filename.startswith(prefix) and f.filename.endswith(".whl")
+        ]
+        if len(candidates) != 1:
+            raise ReleaseError(
+                "REG003",
+                f"{index_url}: expected one {dist.name} {version} wheel, the index lists {len(candidates)}",
+            )
+        if not candidates[0].sha256:
+            raise ReleaseError(
+                "REG003", f"{index_url}: {candidates[0].filename} is listed without a #sha256= digest"
+            )
+        listed[dist.name] = candidates[0]
+    _say(f"ok: the index lists one wheel with a sha256 for each of the three at {version}")
+
+    venv = work / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], "REG011", "creating the clean venv")
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    downloads = work / "download"
+    _run(
+        [
+            str(python), "-m", "pip", "download", "--isolated", "--no-deps", "--only-binary", ":all:",
+            "--no-cache-dir", "--disable-pip-version-check", "--no-input", "--quiet",
+            "--index-url", index_url, "--dest", str(downloads),
+            *(f"{dist.name}=={version}" for dist in DISTRIBUTIONS),
+        ],
+        "REG004",
+        "pip download",
+    )  # fmt: skip
+    wheels: list[WheelFile] = []
+    problems: list[ReleaseError] = []
+    for dist in DISTRIBUTIONS:
+        path = downloads / listed[dist.name].filename
+        if not path.is_file():
+            raise ReleaseError("REG004", f"pip did not download {path.name}")
+        try:
+            wheel = read_wheel(path)
+        except ReleaseError as exc:
+            raise ReleaseError("REG006", exc.message) from exc
+        problems += _verify(wheel, dist, version, listed[dist.name])
+        wheels.append(wheel)
+    if problems:
+        raise (
+            problems[0]
+            if len(problems) == 1
+            else ReleaseError(problems[0].code, "; ".join(map(str, problems)))
+        )
+    _say("ok: downloaded wheels match the index's sha256, their names, versions and exact core pins")
+
+    uv = _uv()
+    dependencies = third_party_requirements(wheels)
+    if dependencies:
+        _run(
+            [uv, "pip", "install", "--python", str(python), *dependencies],
+            "REG008",
+            "installing dependencies",
+        )
+    _run(
+        [
+            uv, "pip", "install", "--python", str(python), "--no-config", "--no-index", "--no-cache",
+            "--find-links", str(downloads), *(f"{dist.name}=={version}" for dist in DISTRIBUTIONS),
+        ],
+        "REG008",
+        "installing the downloaded wheels with no index",
+    )  # fmt: skip
+    pairs = json.dumps([[dist.name, dist.package] for dist in DISTRIBUTIONS])
+    installed = json.loads(
+        _run([str(python), "-c", _INSPECT, pairs], "REG009", "importing the installed packages", cwd=work)
+    )
+    for dist in DISTRIBUTIONS:
+        meta_version, dunder, location = installed[dist.name]
+        if meta_version != version or dunder != version:
+            raise ReleaseError(
+                "REG009", f"{dist.name}: installed {meta_version} (__version__ {dunder}), expected {version}"
+            )
+        if not Path(location).resolve().is_relative_to(venv.resolve()):
+            raise ReleaseError("REG009", f"{dist.package} imports from {location}, not from the clean venv")
+    _say(f"ok: installed {version} of all three into a clean venv from the downloaded files only")
+
+    command = venv / ("Scripts" if os.name == "nt" else "bin") / "ds4-context-conformance"
+    if not command.exists():
+        raise ReleaseError(
+            "REG010", f"the installed {DISTRIBUTIONS[0].name} has no ds4-context-conformance command"
+        )
+    _run(
+        [str(command), CONFORMANCE_TARGET, "--json"],
+        "REG010",
+        f"conformance of {CONFORMANCE_TARGET}",
+        cwd=work,
+    )
+    _say(f"ok: conformance passes from the installed {version} wheels")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(description="Verify a published release from an index, end to end.")
+    parser.add_argument("version", help="the exact version to check, e.g. 0.1.0")
+    parser.add_argument(
+        "--index-url", default=DEFAULT_INDEX, help=f"simple index URL (default: {DEFAULT_INDEX})"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work directory for inspection")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="ds4-registry-check-"))
+    try:
+        registry_check(args.version, args.index_url, work)
+    except ReleaseError as exc:
+        return report([exc], ok="")
+    finally:
+        if args.keep:
+            sys.stderr.write(f"work directory kept: {work}\n")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return report([], ok=f"registry check passed: {args.version} from {args.index_url}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
