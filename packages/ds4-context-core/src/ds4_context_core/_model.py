@@ -4,26 +4,40 @@ All records are frozen, keyword-only ``msgspec.Struct`` values. On the wire they
 camelCase names (``sourceEntryId``, ``toolCallId``), so JSON written by the original TypeScript tools
 decodes unchanged. Optional fields that are unset are omitted when encoding, as ``JSON.stringify``
 omits ``undefined``; encoding is deterministic, so decode -> encode -> decode -> encode is byte-stable.
+
+Length limits are declared on the types (``Identifier``, ``BoundedText``) so that decoding enforces them
+in C at no measurable cost; constructing a record in Python does not check them (validation does).
+
+Messages, blocks, provenance and flags are created with ``gc=False``: a 100,000-message history is
+hundreds of thousands of objects, and keeping them out of the cycle collector makes decoding about
+twice as fast. These records cannot form reference cycles by themselves; the one way to make one is
+to put a message inside its own tool-call ``arguments`` or opaque ``value``, which would only leak it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, TypeAlias
+from typing import Annotated, Any, Final, Literal, TypeAlias
 
 import msgspec
 
 __all__ = [
+    "HISTORY_MAX_IDENTIFIER_CHARS",
+    "HISTORY_MAX_PATH_CHARS",
+    "HISTORY_MAX_TEXT_CHARS",
     "HISTORY_SCHEMA_VERSION",
     "ArtifactReferenceBlock",
+    "BoundedText",
     "CanonicalBlock",
     "CanonicalMessage",
     "FileReferenceBlock",
+    "Identifier",
     "ImageBlock",
     "MessageFlags",
     "MessageRole",
     "ModelCost",
     "ModelDescriptor",
     "OpaqueProviderBlock",
+    "ProjectPath",
     "Provenance",
     "ProvenanceSource",
     "RuntimeHistorySnapshot",
@@ -36,58 +50,67 @@ __all__ = [
 ]
 
 HISTORY_SCHEMA_VERSION: Final = "runtime-history-v1"
+HISTORY_MAX_IDENTIFIER_CHARS: Final = 512
+HISTORY_MAX_TEXT_CHARS: Final = 16 * 1024 * 1024
+HISTORY_MAX_PATH_CHARS: Final = 4096
+
+Identifier: TypeAlias = Annotated[str, msgspec.Meta(max_length=HISTORY_MAX_IDENTIFIER_CHARS)]
+BoundedText: TypeAlias = Annotated[str, msgspec.Meta(max_length=HISTORY_MAX_TEXT_CHARS)]
+ProjectPath: TypeAlias = Annotated[str, msgspec.Meta(max_length=HISTORY_MAX_PATH_CHARS)]
 
 MessageRole: TypeAlias = Literal["system", "user", "assistant", "tool", "custom"]
 ProvenanceSource: TypeAlias = Literal["pi-session", "runtime-session"]
 
 
-class _Block(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="type", omit_defaults=True):
+class _Block(
+    msgspec.Struct, gc=False, frozen=True, kw_only=True, rename="camel", tag_field="type", omit_defaults=True
+):
     """Base of the nine block kinds; ``type`` on the wire selects the kind."""
 
 
 class TextBlock(_Block, frozen=True, tag="text"):
-    text: str
+    text: BoundedText
 
 
 class ThinkingBlock(_Block, frozen=True, tag="thinking"):
-    thinking: str
+    thinking: BoundedText
 
 
 class ToolCallBlock(_Block, frozen=True, tag="toolCall"):
-    id: str
-    name: str
+    id: Identifier
+    name: Identifier
     arguments: dict[str, Any]
 
 
 class ToolResultBlock(_Block, frozen=True, tag="toolResult"):
-    tool_call_id: str
-    tool_name: str
-    content: str
+    tool_call_id: Identifier
+    tool_name: Identifier
+    content: BoundedText
     is_error: bool = False
 
 
 class ImageBlock(_Block, frozen=True, tag="image"):
-    mime_type: str | None = None
-    data: str | None = None
+    mime_type: Identifier | None = None
+    data: BoundedText | None = None
 
 
 class FileReferenceBlock(_Block, frozen=True, tag="fileReference"):
-    path: str
+    path: ProjectPath
 
 
 class ArtifactReferenceBlock(_Block, frozen=True, tag="artifactReference"):
-    artifact_id: str
+    artifact_id: Identifier
 
 
 class SummaryReferenceBlock(_Block, frozen=True, tag="summaryReference"):
-    summary_id: str
+    summary_id: Identifier
 
 
 class OpaqueProviderBlock(_Block, frozen=True, tag="opaqueProvider"):
     """Provider content we do not model; kept verbatim so nothing is lost."""
 
     value: Any = None
-    original_type: str | None = None
+    original_type: Identifier | None = None
 
 
 CanonicalBlock: TypeAlias = (
@@ -103,17 +126,17 @@ CanonicalBlock: TypeAlias = (
 )
 
 
-class Provenance(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+class Provenance(msgspec.Struct, gc=False, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
     """Where a canonical message came from in the host's native history."""
 
     source: ProvenanceSource
-    session_id: str
-    entry_id: str
-    original_role: str | None = None
-    runtime_id: str | None = None
+    session_id: Identifier
+    entry_id: Identifier
+    original_role: Identifier | None = None
+    runtime_id: Identifier | None = None
 
 
-class MessageFlags(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+class MessageFlags(msgspec.Struct, gc=False, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
     """Per-message flags. ``atomic`` marks tool calls and results; ``synthetic`` marks content we made."""
 
     pinned: bool | None = None
@@ -122,16 +145,18 @@ class MessageFlags(msgspec.Struct, frozen=True, kw_only=True, rename="camel", om
     synthetic: bool | None = None
 
 
-class CanonicalMessage(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+class CanonicalMessage(
+    msgspec.Struct, gc=False, frozen=True, kw_only=True, rename="camel", omit_defaults=True
+):
     """One message of canonical history. ``blocks`` is a tuple: messages are immutable values."""
 
-    id: str
-    source_entry_id: str
+    id: Identifier
+    source_entry_id: Identifier
     role: MessageRole
     blocks: tuple[CanonicalBlock, ...]
-    created_at: str | int | float | None = None
-    provider: str | None = None
-    model: str | None = None
+    created_at: Identifier | int | float | None = None
+    provider: Identifier | None = None
+    model: Identifier | None = None
     provenance: Provenance
     token_estimate: int | None = None
     flags: MessageFlags = msgspec.field(default_factory=MessageFlags)
@@ -147,23 +172,23 @@ class CanonicalMessage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
         return tuple(block.tool_call_id for block in self.blocks if type(block) is ToolResultBlock)
 
 
-class RuntimeToolAtomicGroup(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class RuntimeToolAtomicGroup(msgspec.Struct, gc=False, frozen=True, kw_only=True, rename="camel"):
     """A tool call (or parallel batch) with all its results: planned as one unit, never split."""
 
-    id: str
-    message_ids: tuple[str, ...]
-    tool_call_ids: tuple[str, ...]
+    id: Identifier
+    message_ids: tuple[Identifier, ...]
+    tool_call_ids: tuple[Identifier, ...]
     complete: bool
 
 
 class RuntimeHistorySnapshot(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A read-only projection of a runtime's canonical history (``runtime-history-v1``)."""
 
-    schema_version: str = HISTORY_SCHEMA_VERSION
-    runtime_id: str
-    session_id: str
-    revision: str
-    project_root: str
+    schema_version: Identifier = HISTORY_SCHEMA_VERSION
+    runtime_id: Identifier
+    session_id: Identifier
+    revision: Identifier
+    project_root: ProjectPath
     messages: tuple[CanonicalMessage, ...]
     tool_atomic_groups: tuple[RuntimeToolAtomicGroup, ...]
 

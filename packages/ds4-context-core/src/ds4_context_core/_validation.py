@@ -18,6 +18,7 @@ import msgspec
 from ._exceptions import HistoryValidationError
 from ._groups import ToolRelations, collect_tool_relations, groups_from_relations
 from ._model import (
+    HISTORY_MAX_IDENTIFIER_CHARS,
     HISTORY_SCHEMA_VERSION,
     CanonicalMessage,
     RuntimeHistorySnapshot,
@@ -36,7 +37,6 @@ __all__ = [
     "validate_runtime_history_snapshot",
 ]
 
-HISTORY_MAX_IDENTIFIER_CHARS: Final = 512
 HISTORY_VALIDATION_FAILED: Final = "history-validation-failed"
 
 # The first fifteen are the original's codes, in its order; the last four are our additions for checks
