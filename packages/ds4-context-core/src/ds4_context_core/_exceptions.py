@@ -15,7 +15,11 @@ Where a builtin fits, the class also subclasses it, so ``except ValueError`` kee
     ├── MissingExtraError(ImportError)      an optional dependency is not installed (.extra)
     ├── PrivacyPolicyError(ValueError)      a privacy policy that would weaken protection
     ├── CompletionRequestError(ValueError)  a completion request an adapter must not send
-    └── ConformanceTargetError(ValueError)  a ``package.module:factory`` target that cannot be loaded
+    ├── ConformanceTargetError(ValueError)  a ``package.module:factory`` target that cannot be loaded
+    ├── InteropFormatError(ValueError)      a provider-format message that cannot be converted (.path)
+    └── TokenEstimateError(ValueError)      bad calibration samples or a broken injected tokenizer
+
+    HistoryDecodeError also has HistoryRecordError: a record that failed to decode (.line, .path)
 """
 
 from __future__ import annotations
@@ -30,11 +34,14 @@ __all__ = [
     "Ds4ContextError",
     "HistoryDecodeError",
     "HistoryError",
+    "HistoryRecordError",
     "HistoryValidationError",
+    "InteropFormatError",
     "MissingExtraError",
     "PrivacyEnforcementError",
     "PrivacyPolicyError",
     "StableJsonError",
+    "TokenEstimateError",
 ]
 
 
@@ -110,3 +117,28 @@ class CompletionRequestError(Ds4ContextError, ValueError):
 
 class ConformanceTargetError(Ds4ContextError, ValueError):
     """A conformance target ``package.module:factory`` could not be imported or is not a factory."""
+
+
+class HistoryRecordError(HistoryDecodeError):
+    """A JSON or JSONL record that did not decode.
+
+    ``line`` is the 1-based JSONL line (``None`` for a single document); ``path`` is the JSON path of the
+    offending value (``$.blocks[0].type``) when known. Neither ever holds content from the record.
+    """
+
+    def __init__(self, code: str, message: str, *, line: int | None = None, path: str | None = None) -> None:
+        super().__init__(code, message)
+        self.line = line
+        self.path = path
+
+
+class InteropFormatError(Ds4ContextError, ValueError):
+    """A provider-format message (OpenAI, Anthropic) that cannot be converted; ``path`` locates it."""
+
+    def __init__(self, code: str, message: str, *, path: str | None = None) -> None:
+        super().__init__(code, message)
+        self.path = path
+
+
+class TokenEstimateError(Ds4ContextError, ValueError):
+    """Token estimation could not proceed: invalid calibration samples or a broken injected tokenizer."""
