@@ -1,6 +1,24 @@
 """Provider-side names: model references, local provider discovery and HTTP transports."""
 
 from ._errors import ECHO_MAX_BYTES, LocalProviderError, ModelReferenceError, ProviderConfigurationError
+from ._local import (
+    DISCOVERY_CACHE_TTL_S,
+    DISCOVERY_TIMEOUT_MS,
+    LMSTUDIO_DEFAULT_BASE_URL,
+    LOCAL_PROVIDER_ERROR_CODES,
+    LOCAL_PROVIDER_TYPES,
+    MAX_ADVERTISED_MODELS_DEFAULT,
+    MAX_ADVERTISED_MODELS_LIMIT,
+    OLLAMA_DEFAULT_BASE_URL,
+    LocalProviderDefinition,
+    LocalProviderDiscovery,
+    LocalProviderModels,
+    LocalProviderType,
+    is_private_host,
+    openai_api_root,
+    parse_local_provider,
+    validate_provider_base_url,
+)
 from ._model_reference import (
     MODEL_REFERENCE_ERROR_CODES,
     MODEL_REFERENCE_MAX_BYTES,
@@ -10,13 +28,29 @@ from ._model_reference import (
 )
 
 __all__ = [
+    "DISCOVERY_CACHE_TTL_S",
+    "DISCOVERY_TIMEOUT_MS",
     "ECHO_MAX_BYTES",
+    "LMSTUDIO_DEFAULT_BASE_URL",
+    "LOCAL_PROVIDER_ERROR_CODES",
+    "LOCAL_PROVIDER_TYPES",
+    "MAX_ADVERTISED_MODELS_DEFAULT",
+    "MAX_ADVERTISED_MODELS_LIMIT",
     "MODEL_REFERENCE_ERROR_CODES",
     "MODEL_REFERENCE_MAX_BYTES",
+    "OLLAMA_DEFAULT_BASE_URL",
     "RETIRED_MODEL_ALIASES",
+    "LocalProviderDefinition",
+    "LocalProviderDiscovery",
     "LocalProviderError",
+    "LocalProviderModels",
+    "LocalProviderType",
     "ModelReference",
     "ModelReferenceError",
     "ProviderConfigurationError",
+    "is_private_host",
+    "openai_api_root",
+    "parse_local_provider",
     "parse_model_reference",
+    "validate_provider_base_url",
 ]
