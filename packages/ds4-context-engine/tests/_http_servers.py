@@ -7,6 +7,7 @@ or from a function of the recorded request, and records every request it receive
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -72,8 +73,11 @@ class ScriptedServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-            do_GET = _handle
-            do_POST = _handle
+            def do_GET(self) -> None:
+                self._handle()
+
+            def do_POST(self) -> None:
+                self._handle()
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -112,8 +116,6 @@ class ScriptedServer:
 
 def closed_port_url() -> str:
     """A URL on 127.0.0.1 where nothing listens (the port was bound, then released)."""
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
