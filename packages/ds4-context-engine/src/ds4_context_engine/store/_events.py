@@ -1,0 +1,49 @@
+"""Pins and memory items are events in the session itself: Pi ``custom`` entries, replayed by the store.
+
+Because the session file holds them, deleting the derived store loses nothing: a rebuild replays the
+events and materializes the same pins and memory items again.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Final
+
+from ds4_context_engine.pi import PiEntry, append_pi_entry
+
+__all__ = [
+    "MEMORY_CUSTOM_TYPE",
+    "PIN_CUSTOM_TYPE",
+    "UNPIN_CUSTOM_TYPE",
+    "append_memory_event",
+    "append_pin_event",
+    "append_unpin_event",
+]
+
+PIN_CUSTOM_TYPE: Final = "ds4-context.pin"
+UNPIN_CUSTOM_TYPE: Final = "ds4-context.unpin"
+MEMORY_CUSTOM_TYPE: Final = "ds4-context.memory"
+
+
+def append_pin_event(path: str | os.PathLike[str], entry_id: str, *, label: str | None = None) -> PiEntry:
+    """Pin an entry (it stays in every plan until unpinned)."""
+    data: dict[str, str] = {"entryId": entry_id}
+    if label:
+        data["label"] = label
+    return append_pi_entry(path, "custom", {"customType": PIN_CUSTOM_TYPE, "data": data})
+
+
+def append_unpin_event(path: str | os.PathLike[str], entry_id: str) -> PiEntry:
+    return append_pi_entry(path, "custom", {"customType": UNPIN_CUSTOM_TYPE, "data": {"entryId": entry_id}})
+
+
+def append_memory_event(
+    path: str | os.PathLike[str], *, text: str | None = None, remove_item_id: str | None = None
+) -> PiEntry:
+    """Add a memory item (``text``) or remove one (``remove_item_id``)."""
+    if remove_item_id is not None:
+        data = {"op": "remove", "itemId": remove_item_id}
+    else:
+        data = {"op": "add", "itemId": secrets.token_hex(4), "text": text or ""}
+    return append_pi_entry(path, "custom", {"customType": MEMORY_CUSTOM_TYPE, "data": data})

@@ -1,0 +1,55 @@
+"""The small interface every derived-store backend implements."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Protocol, runtime_checkable
+
+from ._records import (
+    CalibrationSample,
+    IndexReport,
+    MemoryItem,
+    PinRecord,
+    SearchHit,
+    StorageReport,
+    StoredManifest,
+    StoreHealth,
+)
+
+__all__ = ["DerivedStore"]
+
+
+@runtime_checkable
+class DerivedStore(Protocol):
+    """Disposable state derived from canonical session files. Deleting it must always be safe."""
+
+    def index_file(self, path: str | os.PathLike[str]) -> IndexReport: ...
+
+    def rebuild_session(self, path: str | os.PathLike[str]) -> IndexReport: ...
+
+    def rebuild(self, paths: Iterable[str | os.PathLike[str]]) -> tuple[IndexReport, ...]: ...
+
+    def search(self, session_id: str, query: str, *, limit: int = 10) -> tuple[SearchHit, ...]: ...
+
+    def pins(self, session_id: str) -> tuple[PinRecord, ...]: ...
+
+    def memory_items(self, session_id: str) -> tuple[MemoryItem, ...]: ...
+
+    def record_manifest(self, session_id: str, body: str, *, leaf_id: str | None = None) -> int: ...
+
+    def manifests(self, session_id: str, *, limit: int = 128) -> tuple[StoredManifest, ...]: ...
+
+    def put_artifact(self, content: bytes, *, media_type: str = "text/plain") -> str: ...
+
+    def get_artifact(self, artifact_id: str) -> bytes | None: ...
+
+    def add_calibration_sample(self, profile: str, *, estimated: int, actual: int) -> None: ...
+
+    def calibration_samples(self, profile: str) -> tuple[CalibrationSample, ...]: ...
+
+    def storage(self) -> StorageReport: ...
+
+    def health(self) -> StoreHealth: ...
+
+    def close(self) -> None: ...

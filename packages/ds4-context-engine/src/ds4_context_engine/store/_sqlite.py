@@ -1,0 +1,713 @@
+"""The default derived store: one SQLite file (WAL, foreign keys, FTS5), disposable by design.
+
+Everything in it can be recomputed from the Pi session files, so every failure has the same answer:
+a corrupt file (or one whose migration checksums do not match) is deleted and rebuilt; a file locked by
+another process is left alone and this process works on an in-memory copy rebuilt from the session.
+The host is never blocked for longer than the short busy timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal, TypeVar
+
+import msgspec
+
+from ds4_context_engine._exceptions import DerivedStoreError, UntrustedPathError
+from ds4_context_engine.pi import (
+    PiEntry,
+    PiSession,
+    PiSessionHeader,
+    extend_pi_session,
+    read_pi_session,
+    read_pi_session_bytes,
+)
+from ds4_context_engine.pi._reader import DEFAULT_MAX_PI_SESSION_BYTES
+
+from ._events import MEMORY_CUSTOM_TYPE, PIN_CUSTOM_TYPE, UNPIN_CUSTOM_TYPE
+from ._records import (
+    CalibrationSample,
+    IndexReport,
+    MemoryItem,
+    PinRecord,
+    SearchHit,
+    StorageReport,
+    StoredManifest,
+    StoreHealth,
+)
+from ._schema import MIGRATIONS
+from ._trust import ensure_private_directory, resolve_inside
+
+__all__ = [
+    "ARTIFACT_THRESHOLD_CHARS",
+    "CALIBRATION_RETENTION",
+    "DEFAULT_BUSY_TIMEOUT_SECONDS",
+    "MANIFEST_RETENTION",
+    "SqliteDerivedStore",
+    "open_derived_store",
+]
+
+MANIFEST_RETENTION: Final = 128
+CALIBRATION_RETENTION: Final = 200
+ARTIFACT_THRESHOLD_CHARS: Final = 16_384
+DEFAULT_BUSY_TIMEOUT_SECONDS: Final = 0.25
+_TAIL_HASH_BYTES: Final = 256
+_FTS_BODY_LIMIT: Final = 200_000
+_EXCERPT_TOKENS: Final = 16
+_SIDE_FILES: Final = ("-wal", "-shm", "-journal")
+
+_T = TypeVar("_T")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _is_lock_error(error: sqlite3.Error) -> bool:
+    text = str(error).lower()
+    return isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+def _entry_text(entry: PiEntry) -> tuple[str | None, str, list[str]]:
+    """(role, searchable text, large tool outputs) of one entry."""
+    data = entry.data
+    parts: list[str] = []
+    large: list[str] = []
+    role: str | None = None
+    if entry.type == "message" and isinstance(data.get("message"), dict):
+        message = data["message"]
+        role = message.get("role") if isinstance(message.get("role"), str) else None
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                if isinstance(block.get("text"), str):
+                    parts.append(block["text"])
+                elif block.get("type") == "toolCall":
+                    parts.append(
+                        f"{block.get('name', '')} {msgspec.json.encode(block.get('arguments')).decode()}"
+                    )
+        for key in ("command", "output", "summary"):
+            if isinstance(message.get(key), str):
+                parts.append(message[key])
+        if role in ("toolResult", "bashExecution"):
+            body = "\n".join(parts)
+            if len(body) > ARTIFACT_THRESHOLD_CHARS:
+                large.append(body)
+    elif entry.type in ("compaction", "branch_summary") and isinstance(data.get("summary"), str):
+        parts.append(data["summary"])
+    elif entry.type == "custom_message":
+        content = data.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return role, "\n".join(parts), large
+
+
+def _fts_query(text: str) -> str:
+    terms = [term.replace('"', '""') for term in text.split() if term]
+    return " ".join(f'"{term}"' for term in terms)
+
+
+class SqliteDerivedStore:
+    """A ``DerivedStore`` on SQLite. Use :func:`open_derived_store` to get one."""
+
+    def __init__(self, path: Path | None, *, busy_timeout: float, events: list[str]) -> None:
+        self._path = path
+        self._busy_timeout = busy_timeout
+        self._events = events
+        self._mode: Literal["file", "memory"] = "file" if path is not None else "memory"
+        self._checksums_ok = True
+        self._connection = self._connect()
+
+    # -- connection lifecycle ---------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._mode == "memory" or self._path is None:
+            connection = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            self._migrate(connection)
+            return connection
+        try:
+            connection = self._open_file(self._path)
+        except sqlite3.Error as error:
+            if _is_lock_error(error):
+                self._events.append("derived-store-locked")
+                self._mode = "memory"
+                return self._connect()
+            self._events.append("derived-store-corrupt-rebuilt")
+            self._delete_files(self._path)
+            connection = self._open_file(self._path)
+        return connection
+
+    def _open_file(self, path: Path) -> sqlite3.Connection:
+        if not path.exists():
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(path, flags, 0o600))
+        connection = sqlite3.connect(
+            str(path), timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            connection.execute("PRAGMA foreign_keys = ON")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            self._migrate(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _migrate(self, connection: sqlite3.Connection) -> None:
+        connection.execute("PRAGMA foreign_keys = ON")
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, "
+                "applied_at TEXT NOT NULL)"
+            )
+            applied = {
+                row[0]: row[1]
+                for row in connection.execute("SELECT version, checksum FROM schema_migrations")
+            }
+            for migration in MIGRATIONS:
+                if migration.version in applied:
+                    if applied[migration.version] != migration.checksum:
+                        # a schema we did not write: treat exactly like corruption
+                        raise sqlite3.DatabaseError("migration checksum mismatch")
+                    continue
+                for statement in migration.sql.split(";\n"):
+                    if statement.strip():
+                        connection.execute(statement)
+                connection.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?, ?)",
+                    (migration.version, migration.name, migration.checksum, _now()),
+                )
+            connection.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _delete_files(path: Path) -> None:
+        for candidate in (path, *(Path(f"{path}{suffix}") for suffix in _SIDE_FILES)):
+            with contextlib.suppress(FileNotFoundError):
+                candidate.unlink()
+
+    def _reset(self, event: str) -> None:
+        self._events.append(event)
+        with contextlib.suppress(sqlite3.Error):
+            self._connection.close()
+        if self._mode == "file" and self._path is not None:
+            self._delete_files(self._path)
+        self._connection = self._connect()
+
+    def _guard(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation``; on a lock, continue in memory; on corruption, rebuild the file; retry once."""
+        try:
+            return operation()
+        except sqlite3.Error as error:
+            if _is_lock_error(error):
+                self._events.append("derived-store-locked")
+                with contextlib.suppress(sqlite3.Error):
+                    self._connection.close()
+                self._mode = "memory"
+                self._connection = self._connect()
+            else:
+                self._reset("derived-store-corrupt-rebuilt")
+        try:
+            return operation()
+        except sqlite3.Error as error:
+            raise DerivedStoreError(
+                "derived-store-failed", "the derived store failed twice; not retrying"
+            ) from error
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        connection = self._connection
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield connection
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the connection. Idempotent."""
+        with contextlib.suppress(sqlite3.Error):
+            self._connection.close()
+
+    # -- indexing ---------------------------------------------------------------------------------
+
+    def index_file(self, path: str | os.PathLike[str]) -> IndexReport:
+        """Index what was appended to the session file since the last pass (by byte offset).
+
+        Falls back to a full pass when the store has never seen the file, or when the header or the bytes
+        just before the indexed offset changed (the file was replaced rather than appended to).
+        """
+        file_path = Path(path)
+        return self._guard(lambda: self._index_file(file_path))
+
+    def _index_file(self, file_path: Path) -> IndexReport:
+        resolved = str(file_path.resolve())
+        row = self._connection.execute(
+            "SELECT session_id, header_hash, indexed_offset, indexed_line, tail_hash, version, cwd "
+            "FROM sessions WHERE path = ?",
+            (resolved,),
+        ).fetchone()
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            descriptor = os.open(file_path, flags)
+        except OSError as error:
+            raise DerivedStoreError("derived-store-source-unreadable", f"{file_path}: cannot open") from error
+        with os.fdopen(descriptor, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > DEFAULT_MAX_PI_SESSION_BYTES:
+                raise DerivedStoreError("derived-store-source-unreadable", f"{file_path}: not a usable file")
+            if row is not None:
+                session_id, header_hash, offset, line, tail_hash, version, cwd = row
+                header_line = handle.readline(64 * 1024)
+                start = max(0, offset - _TAIL_HASH_BYTES)
+                handle.seek(start)
+                before = handle.read(offset - start)
+                if (
+                    info.st_size >= offset
+                    and hashlib.sha256(header_line).hexdigest() == header_hash
+                    and hashlib.sha256(before).hexdigest() == tail_hash
+                ):
+                    tail = handle.read()
+                    if not tail:
+                        return IndexReport(
+                            session_id=session_id,
+                            mode="unchanged",
+                            entries_indexed=0,
+                            indexed_offset=offset,
+                            artifacts_stored=0,
+                            issues=0,
+                        )
+                    stub = self._stub_session(resolved, session_id, version, cwd, offset=offset, line=line)
+                    grown = extend_pi_session(stub, tail)
+                    new_entries = grown.entries[len(stub.entries) :]
+                    new_issues = len(grown.issues)
+                    with self._transaction():
+                        stored = self._index_entries(session_id, new_entries)
+                        self._update_position(grown, before + tail[: grown.end_offset - offset])
+                    return IndexReport(
+                        session_id=session_id,
+                        mode="incremental",
+                        entries_indexed=len(new_entries),
+                        indexed_offset=grown.end_offset,
+                        artifacts_stored=stored,
+                        issues=new_issues,
+                    )
+                reason = "the file changed before the indexed offset"
+            else:
+                reason = "first index of this file"
+            handle.seek(0)
+            data = handle.read()
+        session = read_pi_session_bytes(data, path=resolved)
+        return self._full_index(session, data, reason=reason)
+
+    def index_session(self, session: PiSession) -> IndexReport:
+        """Index an already parsed session in full (replacing what the store held for it)."""
+        data = Path(session.path).read_bytes()[: session.end_offset]
+        return self._guard(lambda: self._full_index(session, data, reason="requested"))
+
+    def rebuild_session(self, path: str | os.PathLike[str]) -> IndexReport:
+        """Delete everything derived from this session file and replay it from the start."""
+        file_path = Path(path)
+
+        def run() -> IndexReport:
+            session = read_pi_session(file_path)
+            data = file_path.read_bytes()[: session.end_offset]
+            return self._full_index(session, data, reason="rebuild")
+
+        return self._guard(run)
+
+    def rebuild(self, paths: Iterable[str | os.PathLike[str]]) -> tuple[IndexReport, ...]:
+        """Delete the whole store and replay every given session file into a fresh one."""
+        self._reset("derived-store-rebuilt")
+        return tuple(self.index_file(path) for path in paths)
+
+    def _full_index(self, session: PiSession, data: bytes, *, reason: str) -> IndexReport:
+        session_id = session.session_id
+        with self._transaction() as connection:
+            connection.execute("DELETE FROM entries_fts WHERE session_id = ?", (session_id,))
+            connection.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            header_end = data.find(b"\n") + 1
+            connection.execute(
+                "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    str(Path(session.path).resolve()) if session.path != "<memory>" else session.path,
+                    session.header.cwd,
+                    session.header.version,
+                    hashlib.sha256(data[:header_end]).hexdigest(),
+                    0,
+                    1,
+                    "",
+                    _now(),
+                ),
+            )
+            stored = self._index_entries(session_id, session.entries)
+            self._update_position(session, data[: session.end_offset])
+        return IndexReport(
+            session_id=session_id,
+            mode="full",
+            entries_indexed=len(session.entries),
+            indexed_offset=session.end_offset,
+            artifacts_stored=stored,
+            issues=len(session.issues),
+            reason=reason,
+        )
+
+    def _update_position(self, session: PiSession, data_before_end: bytes) -> None:
+        tail = data_before_end[-_TAIL_HASH_BYTES:] if data_before_end else b""
+        self._connection.execute(
+            "UPDATE sessions SET indexed_offset = ?, indexed_line = ?, tail_hash = ?, updated_at = ? "
+            "WHERE session_id = ?",
+            (
+                session.end_offset,
+                session.end_line,
+                hashlib.sha256(tail).hexdigest(),
+                _now(),
+                session.session_id,
+            ),
+        )
+
+    def _stub_session(
+        self, path: str, session_id: str, version: int, cwd: str, *, offset: int, line: int
+    ) -> PiSession:
+        """A session holding only the tree shape, enough to parse appended lines in context."""
+        rows = self._connection.execute(
+            "SELECT entry_id, parent_id, type, line, byte_offset FROM entries "
+            "WHERE session_id = ? ORDER BY line",
+            (session_id,),
+        ).fetchall()
+        entries = tuple(
+            PiEntry(
+                type=kind, id=entry_id, parent_id=parent, timestamp="", line=number, offset=start, data={}
+            )
+            for entry_id, parent, kind, number, start in rows
+        )
+        header = PiSessionHeader(version=version, id=session_id, timestamp="", cwd=cwd)
+        return PiSession(
+            path=path, header=header, entries=entries, issues=(), end_offset=offset, end_line=line
+        )
+
+    def _index_entries(self, session_id: str, entries: Sequence[PiEntry]) -> int:
+        connection = self._connection
+        entry_rows: list[tuple[Any, ...]] = []
+        fts_rows: list[tuple[str, str, str]] = []
+        artifacts = 0
+        for entry in entries:
+            role, body, large = _entry_text(entry)
+            key = f"{session_id}:{entry.id}"
+            entry_rows.append(
+                (
+                    key,
+                    session_id,
+                    entry.id,
+                    entry.parent_id,
+                    entry.type,
+                    role,
+                    entry.line,
+                    entry.offset,
+                    len(body),
+                )
+            )
+            if body:
+                fts_rows.append((key, session_id, body[:_FTS_BODY_LIMIT]))
+            for output in large:
+                artifact_id = self._store_artifact(output.encode("utf-8"), "text/plain")
+                connection.execute(
+                    "INSERT OR IGNORE INTO artifact_refs VALUES (?, ?, ?)",
+                    (session_id, entry.id, artifact_id),
+                )
+                artifacts += 1
+            if entry.type == "custom":
+                self._apply_event(session_id, entry)
+        connection.executemany(
+            "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", entry_rows
+        )
+        connection.executemany("INSERT INTO entries_fts VALUES (?, ?, ?)", fts_rows)
+        return artifacts
+
+    def _apply_event(self, session_id: str, entry: PiEntry) -> None:
+        kind = entry.data.get("customType")
+        data = entry.data.get("data")
+        if not isinstance(data, dict):
+            return
+        connection = self._connection
+        if kind == PIN_CUSTOM_TYPE and isinstance(data.get("entryId"), str):
+            label = data.get("label") if isinstance(data.get("label"), str) else None
+            connection.execute(
+                "INSERT OR REPLACE INTO pins VALUES (?, ?, ?, ?)",
+                (session_id, data["entryId"], label, entry.id),
+            )
+        elif kind == UNPIN_CUSTOM_TYPE and isinstance(data.get("entryId"), str):
+            connection.execute(
+                "DELETE FROM pins WHERE session_id = ? AND target_entry_id = ?", (session_id, data["entryId"])
+            )
+        elif kind == MEMORY_CUSTOM_TYPE and isinstance(data.get("itemId"), str):
+            if data.get("op") == "remove":
+                connection.execute(
+                    "DELETE FROM memory_items WHERE session_id = ? AND item_id = ?",
+                    (session_id, data["itemId"]),
+                )
+            elif isinstance(data.get("text"), str):
+                connection.execute(
+                    "INSERT OR REPLACE INTO memory_items VALUES (?, ?, ?, ?)",
+                    (session_id, data["itemId"], data["text"], entry.id),
+                )
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    def search(self, session_id: str, query: str, *, limit: int = 10) -> tuple[SearchHit, ...]:
+        """Full-text search (FTS5, bm25) over one session; every term is quoted, so no query syntax."""
+        match = _fts_query(query)
+        if not match:
+            return ()
+
+        def run() -> tuple[SearchHit, ...]:
+            rows = self._connection.execute(
+                "SELECT entry_key, bm25(entries_fts), snippet(entries_fts, 2, '', '', ' ... ', ?) "
+                "FROM entries_fts WHERE entries_fts MATCH ? AND session_id = ? "
+                "ORDER BY bm25(entries_fts) LIMIT ?",
+                (_EXCERPT_TOKENS, match, session_id, max(1, min(limit, 100))),
+            ).fetchall()
+            prefix = len(session_id) + 1
+            return tuple(
+                SearchHit(session_id=session_id, entry_id=key[prefix:], rank=rank, excerpt=excerpt)
+                for key, rank, excerpt in rows
+            )
+
+        return self._guard(run)
+
+    def pins(self, session_id: str) -> tuple[PinRecord, ...]:
+        rows = self._guard(
+            lambda: self._connection.execute(
+                "SELECT target_entry_id, label, event_entry_id FROM pins WHERE session_id = ? "
+                "ORDER BY target_entry_id",
+                (session_id,),
+            ).fetchall()
+        )
+        return tuple(
+            PinRecord(session_id=session_id, entry_id=entry_id, label=label, event_entry_id=event)
+            for entry_id, label, event in rows
+        )
+
+    def memory_items(self, session_id: str) -> tuple[MemoryItem, ...]:
+        rows = self._guard(
+            lambda: self._connection.execute(
+                "SELECT item_id, text, event_entry_id FROM memory_items "
+                "WHERE session_id = ? ORDER BY item_id",
+                (session_id,),
+            ).fetchall()
+        )
+        return tuple(
+            MemoryItem(session_id=session_id, item_id=item_id, text=text, event_entry_id=event)
+            for item_id, text, event in rows
+        )
+
+    def indexed_offset(self, session_id: str) -> int | None:
+        row = self._guard(
+            lambda: self._connection.execute(
+                "SELECT indexed_offset FROM sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        )
+        return None if row is None else int(row[0])
+
+    # -- manifests, artifacts, calibration -----------------------------------------------------------
+
+    def record_manifest(self, session_id: str, body: str, *, leaf_id: str | None = None) -> int:
+        """Store a plan manifest (JSON text) and keep only the newest ``MANIFEST_RETENTION`` per session."""
+
+        def run() -> int:
+            with self._transaction() as connection:
+                cursor = connection.execute(
+                    "INSERT INTO manifests (session_id, leaf_id, created_at, body) VALUES (?, ?, ?, ?)",
+                    (session_id, leaf_id, _now(), body),
+                )
+                connection.execute(
+                    "DELETE FROM manifests WHERE session_id = ? AND id NOT IN "
+                    "(SELECT id FROM manifests WHERE session_id = ? ORDER BY id DESC LIMIT ?)",
+                    (session_id, session_id, MANIFEST_RETENTION),
+                )
+                return int(cursor.lastrowid or 0)
+
+        return self._guard(run)
+
+    def manifests(self, session_id: str, *, limit: int = MANIFEST_RETENTION) -> tuple[StoredManifest, ...]:
+        """Newest first."""
+        rows = self._guard(
+            lambda: self._connection.execute(
+                "SELECT id, leaf_id, created_at, body FROM manifests "
+                "WHERE session_id = ? ORDER BY id DESC LIMIT ?",
+                (session_id, limit),
+            ).fetchall()
+        )
+        return tuple(
+            StoredManifest(id=row_id, session_id=session_id, leaf_id=leaf, created_at=created, body=body)
+            for row_id, leaf, created, body in rows
+        )
+
+    def _store_artifact(self, content: bytes, media_type: str) -> str:
+        artifact_id = hashlib.sha256(content).hexdigest()
+        self._connection.execute(
+            "INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?, ?)",
+            (artifact_id, media_type, len(content), content, _now()),
+        )
+        return artifact_id
+
+    def put_artifact(self, content: bytes, *, media_type: str = "text/plain") -> str:
+        """Store bytes under their sha256 (hex); storing the same bytes twice keeps one copy."""
+
+        def run() -> str:
+            with self._transaction():
+                return self._store_artifact(content, media_type)
+
+        return self._guard(run)
+
+    def get_artifact(self, artifact_id: str) -> bytes | None:
+        row = self._guard(
+            lambda: self._connection.execute(
+                "SELECT content FROM artifacts WHERE artifact_id = ?", (artifact_id,)
+            ).fetchone()
+        )
+        return None if row is None else bytes(row[0])
+
+    def artifacts_for_entry(self, session_id: str, entry_id: str) -> tuple[str, ...]:
+        rows = self._guard(
+            lambda: self._connection.execute(
+                "SELECT artifact_id FROM artifact_refs "
+                "WHERE session_id = ? AND entry_id = ? ORDER BY artifact_id",
+                (session_id, entry_id),
+            ).fetchall()
+        )
+        return tuple(row[0] for row in rows)
+
+    def add_calibration_sample(self, profile: str, *, estimated: int, actual: int) -> None:
+        """Record one (estimate, actual) token pair; the newest ``CALIBRATION_RETENTION`` are kept."""
+        if estimated <= 0 or actual <= 0:
+            raise DerivedStoreError("calibration-sample-invalid", "token counts must be positive integers")
+
+        def run() -> None:
+            with self._transaction() as connection:
+                connection.execute(
+                    "INSERT INTO calibration_samples (profile, estimated, actual, created_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    (profile, estimated, actual, _now()),
+                )
+                connection.execute(
+                    "DELETE FROM calibration_samples WHERE profile = ? AND id NOT IN "
+                    "(SELECT id FROM calibration_samples WHERE profile = ? ORDER BY id DESC LIMIT ?)",
+                    (profile, profile, CALIBRATION_RETENTION),
+                )
+
+        self._guard(run)
+
+    def calibration_samples(self, profile: str) -> tuple[CalibrationSample, ...]:
+        """Oldest first."""
+        rows = self._guard(
+            lambda: self._connection.execute(
+                "SELECT estimated, actual, created_at FROM calibration_samples WHERE profile = ? ORDER BY id",
+                (profile,),
+            ).fetchall()
+        )
+        return tuple(
+            CalibrationSample(profile=profile, estimated=estimated, actual=actual, created_at=created)
+            for estimated, actual, created in rows
+        )
+
+    # -- reports ----------------------------------------------------------------------------------
+
+    def storage(self) -> StorageReport:
+        def count(table: str) -> int:
+            return int(self._connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # noqa: S608
+
+        def run() -> StorageReport:
+            artifact_bytes = self._connection.execute(
+                "SELECT coalesce(sum(size), 0) FROM artifacts"
+            ).fetchone()[0]
+            file_bytes = 0
+            if self._mode == "file" and self._path is not None:
+                for candidate in (self._path, Path(f"{self._path}-wal")):
+                    with contextlib.suppress(FileNotFoundError):
+                        file_bytes += candidate.stat().st_size
+            return StorageReport(
+                path=str(self._path) if self._mode == "file" else ":memory:",
+                file_bytes=file_bytes,
+                sessions=count("sessions"),
+                entries=count("entries"),
+                manifests=count("manifests"),
+                pins=count("pins"),
+                memory_items=count("memory_items"),
+                artifacts=count("artifacts"),
+                artifact_bytes=int(artifact_bytes),
+                calibration_samples=count("calibration_samples"),
+                schema_version=MIGRATIONS[-1].version,
+            )
+
+        return self._guard(run)
+
+    def health(self) -> StoreHealth:
+        def run() -> StoreHealth:
+            rows = self._connection.execute("SELECT version, checksum FROM schema_migrations").fetchall()
+            expected = {migration.version: migration.checksum for migration in MIGRATIONS}
+            checksums_ok = dict(rows) == expected
+            return StoreHealth(
+                ok=checksums_ok,
+                mode=self._mode,
+                schema_version=max((row[0] for row in rows), default=0),
+                migration_checksums_ok=checksums_ok,
+                events=tuple(self._events),
+            )
+
+        return self._guard(run)
+
+    @property
+    def mode(self) -> Literal["file", "memory"]:
+        return self._mode
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
+
+def open_derived_store(
+    path: str | os.PathLike[str] | None,
+    *,
+    trusted_roots: Iterable[str | os.PathLike[str]] | None = None,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+) -> SqliteDerivedStore:
+    """Open (creating, migrating or rebuilding as needed) the SQLite store at ``path``.
+
+    ``None`` gives an in-memory store. The directory is created 0700 and the file 0600; a symlinked
+    database file is refused, and with ``trusted_roots`` the directory must resolve inside one of them.
+    """
+    if path is None:
+        return SqliteDerivedStore(None, busy_timeout=busy_timeout, events=[])
+    file_path = Path(path).expanduser()
+    if trusted_roots is not None:
+        resolve_inside(file_path.parent, trusted_roots)
+    ensure_private_directory(file_path.parent)
+    if file_path.is_symlink():
+        raise UntrustedPathError("path-symlink-refused", f"{file_path}: a symlinked database file is refused")
+    return SqliteDerivedStore(
+        file_path.parent.resolve() / file_path.name, busy_timeout=busy_timeout, events=[]
+    )
