@@ -1,16 +1,24 @@
-"""Developer and release sessions. ``nox`` with no arguments runs what CI runs."""
+"""Developer and release sessions. ``nox`` with no arguments runs what CI runs.
+
+Default: lint, typecheck, tests, tooling, build, artifacts, golden. On demand:
+``nox -s registry_check -- 0.1.0 [--index-url URL]``, ``nox -s bench``, ``nox -s docs``.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).parent.resolve()
+SCRIPTS = ROOT / "scripts"
 PACKAGES = ("ds4-context-core", "ds4-context-reference-adapter", "ds4-context-engine")
+IMPORT_PACKAGES = {name: name.replace("-", "_") for name in PACKAGES}
 # Which siblings each package needs installed beside it (from the workspace, never an index).
 LOCAL_DEPENDENCIES = {
     "ds4-context-core": ("ds4-context-core",),
@@ -22,6 +30,12 @@ TEST_REQUIREMENTS = ("pytest>=8", "hypothesis>=6.100", "trio>=0.25", "pytest-tim
 EXTRA_TEST_REQUIREMENTS: dict[str, tuple[str, ...]] = {
     "ds4-context-engine": ("openai>=1.40", "anthropic>=0.34"),
 }
+# The installed-artifact tests run with this configuration only, far from the root pyproject.
+ARTIFACT_PYTEST_INI = """\
+[pytest]
+addopts = --strict-config --strict-markers -ra -p no:cacheprovider
+filterwarnings = error
+"""
 
 # pyenv hides 3.12/3.13 unless PYENV_VERSION lists them; there is no interpreter download here.
 if shutil.which("pyenv") and ":" not in os.environ.get("PYENV_VERSION", ""):
@@ -45,15 +59,67 @@ PYTHONS = _available_pythons()
 nox.options.default_venv_backend = "uv"
 nox.options.download_python = "never"
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.sessions = ["lint", "typecheck", "tests", "tooling", "build", "artifacts", "golden"]
 
 
 def _sync(session: nox.Session, *groups: str) -> None:
     """Install the locked workspace (all members, editable) into the session venv."""
-    args = ["uv", "sync", "--frozen", "--all-packages", "--no-config", "--inexact"]
+    args = ["uv", "sync", "--frozen", "--all-packages", "--no-config", "--inexact", "--no-default-groups"]
     for group in groups:
         args += ["--group", group]
     session.run_install(*args, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
+
+
+def _tmp(session: nox.Session, name: str) -> Path:
+    """A fresh, absolute scratch directory for this session (``create_tmp`` is relative)."""
+    path = Path(session.create_tmp()).resolve() / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def _workspace_version() -> str:
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from check_versions import workspace_version  # noqa: PLC0415 - scripts/ is not importable before
+
+        return workspace_version(ROOT)
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+def _third_party_requirements(dist: Path) -> list[str]:
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from _dists import read_wheel, third_party_requirements  # noqa: PLC0415
+
+        return third_party_requirements([read_wheel(path) for path in sorted(dist.glob("*.whl"))])
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+def _snapshot(session: nox.Session) -> Path:
+    """A copy of the workspace sources, so every build of one session sees the same files."""
+    snapshot = _tmp(session, "source")
+    for name in ("pyproject.toml", "uv.lock", ".gitignore", "README.md"):
+        shutil.copy2(ROOT / name, snapshot / name)
+    caches = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", ".mypy_cache")
+    shutil.copytree(ROOT / "packages", snapshot / "packages", ignore=caches)
+    return snapshot
+
+
+def _build(session: nox.Session, source: Path, out: Path) -> list[Path]:
+    """Wheels and sdists of all three members; ``--no-sources`` so pins resolve as they will for users."""
+    shutil.rmtree(out, ignore_errors=True)
+    session.run(
+        "uv", "build", "--directory", str(source), "--all-packages", "--no-sources", "--no-config",
+        "--out-dir", str(out), external=True,
+    )  # fmt: skip
+    return sorted(path for path in out.iterdir() if path.suffix in {".whl", ".gz"})
+
+
+def _digests(files: list[Path]) -> dict[str, str]:
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
 
 
 @nox.session(python=PYTHONS[0])
@@ -67,9 +133,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS[0])
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over every package's sources and the scripts."""
+    """mypy --strict over every package's sources, the release scripts and this file."""
     _sync(session, "dev")
     session.run("mypy")
+    session.run("mypy", "--strict", "scripts", "noxfile.py")
 
 
 @nox.session(python=PYTHONS)
@@ -89,3 +156,147 @@ def tests(session: nox.Session, package: str) -> None:
         str(ROOT / "packages" / package / "tests"),
         *session.posargs,
     )
+
+
+@nox.session(python=PYTHONS[0])
+def tooling(session: nox.Session) -> None:
+    """Tests of the release tooling and the docs (incl. the registry check against a real pypiserver)."""
+    _sync(session, "dev")
+    session.run(
+        "pytest",
+        "-c",
+        str(ROOT / "pyproject.toml"),
+        "--rootdir",
+        str(ROOT),
+        str(ROOT / "tests"),
+        "--ignore",
+        str(ROOT / "tests" / "artifacts"),
+        *session.posargs,
+    )
+
+
+@nox.session(python=PYTHONS[0])
+def build(session: nox.Session) -> None:
+    """Build wheels and sdists into dist/, check them, and prove a second build is byte-identical."""
+    _sync(session, "dev")
+    version = _workspace_version()
+    session.run("python", str(SCRIPTS / "check_versions.py"))
+    tmp = _tmp(session, "build")
+    source = _snapshot(session)
+    first = _build(session, source, tmp / "first")
+    session.run("twine", "check", "--strict", *map(str, first))
+    for package in IMPORT_PACKAGES.values():
+        wheel = next(path for path in first if path.name.startswith(f"{package}-{version}-"))
+        session.run("check-wheel-contents", "--toplevel", package, str(wheel))
+    session.run("python", str(SCRIPTS / "check_wheels.py"), str(tmp / "first"), "--version", version)
+    second = _build(session, source, tmp / "second")
+    one, two = _digests(first), _digests(second)
+    if one != two:
+        changed = sorted(name for name in one.keys() | two.keys() if one.get(name) != two.get(name))
+        session.error(f"BLD001: the second build is not byte-identical: {', '.join(changed)}")
+    session.log(f"second build is byte-identical ({len(one)} files, sha256 compared)")
+    out = ROOT / "dist"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    for path in first:
+        shutil.copy2(path, out / path.name)
+    session.log(f"checked distributions are in {out}")
+
+
+@nox.session(python=PYTHONS)
+def artifacts(session: nox.Session) -> None:
+    """Install only the built wheels into a fresh venv (no index, no cache) and test them from there."""
+    version = _workspace_version()
+    tmp = _tmp(session, "artifacts")
+    dist = tmp / "dist"
+    _build(session, _snapshot(session), dist)
+    session.run("python", str(SCRIPTS / "check_wheels.py"), str(dist), "--version", version)
+    venv = tmp / "venv"
+    session.run(
+        "uv", "venv", "--no-config", "--python", str(Path(session.bin) / "python"), str(venv), external=True
+    )
+    python = str(venv / "bin" / "python")
+    # Third-party dependencies come from the usual index; ours only from the freshly built files.
+    session.run(
+        "uv",
+        "pip",
+        "install",
+        "--python",
+        python,
+        "pytest>=8",
+        *_third_party_requirements(dist),
+        external=True,
+    )
+    session.run(
+        "uv",
+        "pip",
+        "install",
+        "--python",
+        python,
+        "--no-config",
+        "--no-index",
+        "--no-cache",
+        "--find-links",
+        str(dist),
+        *[arg for name in PACKAGES for arg in ("--reinstall-package", name)],
+        *[f"{name}=={version}" for name in PACKAGES],
+        external=True,
+    )
+    tests_copy = tmp / "tests"
+    shutil.copytree(ROOT / "tests" / "artifacts", tests_copy, ignore=shutil.ignore_patterns("__pycache__"))
+    ini = tmp / "pytest.ini"
+    ini.write_text(ARTIFACT_PYTEST_INI, encoding="utf-8")
+    env = {
+        "DS4_ARTIFACT_VERSION": version,
+        "DS4_ARTIFACT_SOURCE_ROOT": str(ROOT),
+        "DS4_ARTIFACT_SCRIPTS": str(SCRIPTS),
+        "DS4_ARTIFACT_GOLDEN_DIR": str(ROOT / "compat-golden"),
+        "PYTHONPATH": "",
+    }
+    with session.chdir(tmp):
+        session.run(
+            python, "-m", "pytest", "-c", str(ini), "--rootdir", str(tmp), str(tests_copy), *session.posargs,
+            env=env, external=True,
+        )  # fmt: skip
+
+
+@nox.session(python=PYTHONS[0])
+def golden(session: nox.Session) -> None:
+    """Live contract values against compat-golden/<release line>.json (``-- generate [--force]`` to pin)."""
+    _sync(session)
+    session.run("python", str(SCRIPTS / "golden.py"), *(session.posargs or ["check"]))
+
+
+@nox.session(python=PYTHONS[0], default=False)
+def registry_check(session: nox.Session) -> None:
+    """After publishing: ``nox -s registry_check -- 0.1.0 [--index-url URL]``."""
+    if not session.posargs:
+        session.error("usage: nox -s registry_check -- <exact version> [--index-url URL]")
+    session.install("uv>=0.4")
+    session.run("python", str(SCRIPTS / "registry_check.py"), *session.posargs)
+
+
+@nox.session(python=PYTHONS[0], default=False)
+def bench(session: nox.Session) -> None:
+    """Run every benchmarks/*.py script (with the peers of the ``bench`` group), one after another."""
+    scripts = sorted((ROOT / "benchmarks").glob("*.py"))
+    if not scripts:
+        session.skip("no benchmarks/*.py yet")
+    _sync(session, "dev", "bench")
+    for script in scripts:
+        session.run("python", str(script), *session.posargs)
+
+
+@nox.session(python=PYTHONS[0], default=False)
+def docs(session: nox.Session) -> None:
+    """Execute the docs' Python examples and check every relative link in the docs."""
+    _sync(session, "dev")
+    session.run(
+        "pytest",
+        "-c",
+        str(ROOT / "pyproject.toml"),
+        "--rootdir",
+        str(ROOT),
+        str(ROOT / "tests" / "test_docs.py"),
+    )
+    session.run("python", str(SCRIPTS / "check_docs_links.py"))
