@@ -45,8 +45,8 @@ def _rewrite_project_version(text: str, version: str) -> str | None:
     return text[: start.end()] + section + text[end:] if count else None
 
 
-def _edit(path: Path, edit: Callable[[str], str | None], what: str) -> bool:
-    """Apply ``edit`` to a file; returns whether it changed. Raises BMP002 when ``edit`` finds nothing."""
+def _edit(path: Path, edit: Callable[[str], str | None], what: str, plan: dict[Path, str]) -> None:
+    """Plan ``edit`` of a file when it changes something. Raises BMP002 when ``edit`` finds nothing."""
     try:
         before = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -55,19 +55,21 @@ def _edit(path: Path, edit: Callable[[str], str | None], what: str) -> bool:
     if after is None:
         raise ReleaseError("BMP002", f"{path}: no {what} to rewrite")
     if after != before:
-        path.write_text(after, encoding="utf-8")
-    return after != before
+        plan[path] = after
 
 
 def bump(root: Path, version: str) -> list[Path]:
-    """Rewrite every version and sibling pin under ``root``; returns the files changed."""
+    """Rewrite every version and sibling pin under ``root``; returns the files changed.
+
+    Nothing is written unless every file could be rewritten.
+    """
     if not is_release_version(version):
         raise ReleaseError(
             "BMP001",
             f"{version!r} is not an exact release version (MAJOR.MINOR.PATCH with optional aN/bN/rcN, "
             ".postN, .devN, in normalized PEP 440 spelling)",
         )
-    changed: list[Path] = []
+    plan: dict[Path, str] = {}
 
     def dunder(text: str) -> str | None:
         new, count = _DUNDER_VERSION.subn(rf'\g<head>"{version}"', text, count=1)
@@ -90,15 +92,14 @@ def bump(root: Path, version: str) -> list[Path]:
             rewritten = _rewrite_project_version(text, version)
             return None if rewritten is None else _SIBLING_PIN.sub(rf"\g<head>{version}", rewritten)
 
-        if _edit(pyproject, project, "[project] version"):
-            changed.append(pyproject)
-        vfile = version_file(root, dist.directory, dist.package)
-        if _edit(vfile, dunder, "__version__"):
-            changed.append(vfile)
+        _edit(pyproject, project, "[project] version", plan)
+        _edit(version_file(root, dist.directory, dist.package), dunder, "__version__", plan)
     lock_path = root / "uv.lock"
-    if lock_path.exists() and _edit(lock_path, lock, "member version"):
-        changed.append(lock_path)
-    return changed
+    if lock_path.exists():
+        _edit(lock_path, lock, "member version", plan)
+    for path, text in plan.items():
+        path.write_text(text, encoding="utf-8")
+    return list(plan)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
