@@ -290,6 +290,29 @@ def _decode_message(line: bytes, line_number: int) -> CanonicalMessage:
         ) from None
 
 
+def _decode_records(data: bytes, start: int) -> list[CanonicalMessage]:
+    """Decode every record in ``data[start:]`` (which ends with a newline), without per-record checks.
+
+    Lines are sliced one at a time, so a hostile file of tiny lines costs no memory beyond its bytes
+    and the records decoded before the first bad one.
+    """
+    decode = _message_decoder.decode
+    find = data.index
+    messages: list[CanonicalMessage] = []
+    append = messages.append
+    position = start
+    end = len(data)
+    try:
+        while position < end:
+            newline = find(b"\n", position)
+            append(decode(data[position:newline]).message)
+            position = newline + 1
+    except (msgspec.DecodeError, RecursionError):
+        _decode_message(data[position:newline], len(messages) + 2)  # raises the coded error
+        raise  # pragma: no cover - the line failed once, so it fails again
+    return messages
+
+
 def _scan_records(
     data: bytes, start: int, first_line: int, index: _HistoryIndex, messages: list[CanonicalMessage] | None
 ) -> None:
@@ -408,9 +431,7 @@ def read_reference_history(
     header_end = data.index(b"\n")
     header = _decode_header(data[:header_end])
     _check_identity(header, runtime_id, session_id, trusted_project_root)
-    index = _HistoryIndex(header, len(data))
-    messages: list[CanonicalMessage] = []
-    _scan_records(data, header_end + 1, 2, index, messages)
+    messages = _decode_records(data, header_end + 1)
     snapshot = build_runtime_history_snapshot(
         runtime_id=header.runtime_id,
         session_id=header.session_id,
@@ -420,6 +441,11 @@ def read_reference_history(
     )
     issues = validate_runtime_history_snapshot(snapshot)
     if issues:
+        # Point at the first offending line when the problem is one the file format itself rules out.
+        index = _HistoryIndex(header, len(data))
+        for line_number, message in enumerate(messages, start=2):
+            index.check_existing(message, line_number)
+            index.admit(message)
         codes = ", ".join(sorted({issue.code for issue in issues}))
         raise ReferenceHistoryInvalidError(
             "snapshot-invalid", f"the history breaks canonical invariants ({codes})", issues=issues
