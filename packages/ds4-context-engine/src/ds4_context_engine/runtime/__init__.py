@@ -1,4 +1,4 @@
-"""The runtime facade: fallback routing, sandbox policy, MCP server normalization."""
+"""The runtime facade: fallback routing, sandbox policy, MCP server normalization, tool lifecycle sink."""
 
 from ._errors import (
     McpConfigError,
@@ -55,6 +55,23 @@ from ._sandbox import (
     resolve_sandbox_mode,
     tighten_sandbox_policy,
 )
+from ._tool_lifecycle import (
+    TOOL_LIFECYCLE_CUSTOM_TYPE,
+    TOOL_LIFECYCLE_ERROR_CODES,
+    TOOL_LIFECYCLE_PERSISTENCE,
+    TOOL_LIFECYCLE_RECORD_VERSION,
+    TOOL_LIFECYCLE_STATES,
+    JsonlToolLifecycleStore,
+    PiSessionToolLifecycleStore,
+    StoredToolLifecycleRecord,
+    ToolInvocationEvent,
+    ToolLifecycleEvent,
+    ToolLifecyclePersistence,
+    ToolLifecycleRecord,
+    ToolLifecycleSink,
+    ToolLifecycleStore,
+    ToolResultEvent,
+)
 
 __all__ = [
     "ATTEMPT_OVERRIDABLE_FIELDS",
@@ -73,6 +90,11 @@ __all__ = [
     "SANDBOX_FALLBACKS",
     "SANDBOX_MODES",
     "SANDBOX_NETWORK_MODES",
+    "TOOL_LIFECYCLE_CUSTOM_TYPE",
+    "TOOL_LIFECYCLE_ERROR_CODES",
+    "TOOL_LIFECYCLE_PERSISTENCE",
+    "TOOL_LIFECYCLE_RECORD_VERSION",
+    "TOOL_LIFECYCLE_STATES",
     "AttemptContext",
     "AttemptPolicy",
     "AttemptResolver",
@@ -81,10 +103,12 @@ __all__ = [
     "FailoverRecord",
     "FallbackChainEntry",
     "FallbackRouter",
+    "JsonlToolLifecycleStore",
     "McpConfigError",
     "McpServer",
     "McpServers",
     "NetworkPolicy",
+    "PiSessionToolLifecycleStore",
     "RetryPolicy",
     "RoutedResult",
     "RuntimeOptionsError",
@@ -92,7 +116,15 @@ __all__ = [
     "SandboxPolicy",
     "SandboxPolicyError",
     "SandboxUnavailableError",
+    "StoredToolLifecycleRecord",
+    "ToolInvocationEvent",
     "ToolLifecycleError",
+    "ToolLifecycleEvent",
+    "ToolLifecyclePersistence",
+    "ToolLifecycleRecord",
+    "ToolLifecycleSink",
+    "ToolLifecycleStore",
+    "ToolResultEvent",
     "check_sandbox_path",
     "create_sandbox_policy",
     "fail_closed_sandbox_policy",
