@@ -1,0 +1,88 @@
+"""The ``runtime-adapter-v1`` contract: what an agent runtime implements to plug into ds4-context.
+
+::
+
+    from ds4_context_core.adapter import RuntimeAdapter, CompletionRequest, negotiate_runtime_capabilities
+
+See ``docs/core/adapter.md`` for a complete in-memory adapter that passes the conformance kit.
+"""
+
+from __future__ import annotations
+
+from ._adapter_diagnostics import (
+    ADAPTER_DIAGNOSTIC_CODES,
+    ADAPTER_DIAGNOSTIC_MESSAGE_MAX_CHARS,
+    ADAPTER_DIAGNOSTICS_LIMIT,
+    DIAGNOSTIC_SEVERITIES,
+    AdapterDiagnostic,
+    DiagnosticsBuffer,
+    DiagnosticSeverity,
+)
+from ._adapter_types import (
+    COMPLETION_FALLBACK_CODES,
+    COMPLETION_IDENTIFIER_MAX_CHARS,
+    AdapterIdentity,
+    CompletionCompleted,
+    CompletionFallback,
+    CompletionFallbackCode,
+    CompletionRequest,
+    CompletionResult,
+    CompletionTransport,
+    LocalKvCapableRuntimeAdapter,
+    RuntimeAdapter,
+    complete_with_guards,
+    completion_fallback,
+    validate_completion_request,
+)
+from ._capabilities import (
+    CAPABILITY_DIAGNOSTIC_CODES,
+    CAPABILITY_REASON_MAX_CHARS,
+    CAPABILITY_REGISTRY_V1,
+    CAPABILITY_VERSION_PATTERN,
+    RUNTIME_ADAPTER_CONTRACT_VERSION,
+    CapabilityDeclaration,
+    CapabilityNegotiation,
+    CapabilityRequest,
+    CapabilityStatus,
+    RuntimeCapabilityId,
+    is_valid_capability_version,
+    negotiate_runtime_capabilities,
+    normalize_capability_reason,
+)
+
+__all__ = [
+    "ADAPTER_DIAGNOSTICS_LIMIT",
+    "ADAPTER_DIAGNOSTIC_CODES",
+    "ADAPTER_DIAGNOSTIC_MESSAGE_MAX_CHARS",
+    "CAPABILITY_DIAGNOSTIC_CODES",
+    "CAPABILITY_REASON_MAX_CHARS",
+    "CAPABILITY_REGISTRY_V1",
+    "CAPABILITY_VERSION_PATTERN",
+    "COMPLETION_FALLBACK_CODES",
+    "COMPLETION_IDENTIFIER_MAX_CHARS",
+    "DIAGNOSTIC_SEVERITIES",
+    "RUNTIME_ADAPTER_CONTRACT_VERSION",
+    "AdapterDiagnostic",
+    "AdapterIdentity",
+    "CapabilityDeclaration",
+    "CapabilityNegotiation",
+    "CapabilityRequest",
+    "CapabilityStatus",
+    "CompletionCompleted",
+    "CompletionFallback",
+    "CompletionFallbackCode",
+    "CompletionRequest",
+    "CompletionResult",
+    "CompletionTransport",
+    "DiagnosticSeverity",
+    "DiagnosticsBuffer",
+    "LocalKvCapableRuntimeAdapter",
+    "RuntimeAdapter",
+    "RuntimeCapabilityId",
+    "complete_with_guards",
+    "completion_fallback",
+    "is_valid_capability_version",
+    "negotiate_runtime_capabilities",
+    "normalize_capability_reason",
+    "validate_completion_request",
+]
