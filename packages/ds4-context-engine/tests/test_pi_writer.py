@@ -171,3 +171,21 @@ def test_extend_reads_only_the_appended_tail_and_matches_a_full_read(tmp_path):
     ]
     assert extended.end_offset == fresh.end_offset == path.stat().st_size
     assert extend_pi_session(fresh, b"") is fresh
+
+
+def test_batch_append_chains_entries_in_one_write_or_writes_nothing(tmp_path):
+    from ds4_context_engine.pi import append_pi_entries
+
+    path = tmp_path / "s.jsonl"
+    create_pi_session(path, cwd="/p")
+    root = append_pi_entry(path, "message", USER)
+    written = append_pi_entries(path, [("message", USER), ("label", {"targetId": root.id, "label": "start"})])
+    assert [entry.parent_id for entry in written] == [root.id, written[0].id]
+    session = read_pi_session(path)
+    assert [entry.id for entry in session.entries] == [root.id, written[0].id, written[1].id]
+    assert session.labels() == {root.id: "start"}
+    before = path.read_bytes()
+    with pytest.raises(PiSessionWriteError) as caught:
+        append_pi_entries(path, [("message", USER), ("message", {"id": "x", **USER})])
+    assert caught.value.code == "pi-entry-fields-invalid"
+    assert path.read_bytes() == before

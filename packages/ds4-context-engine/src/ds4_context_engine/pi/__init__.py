@@ -4,6 +4,17 @@ The session file is the canonical history. Nothing here rewrites it: reads never
 whole lines at the end.
 """
 
+from ._adapter import (
+    PI_ADAPTER_NAME,
+    PI_COMPACTION_CAPABILITY_VERSION,
+    PI_CONTINUATION_CAPABILITY_VERSION,
+    PI_EMBEDDING_CAPABILITY_VERSION,
+    PI_LOCAL_KV_UNSUPPORTED_REASON,
+    PI_RUNTIME_ID,
+    PiSessionAdapter,
+    pi_session_revision,
+)
+from ._conformance import PI_CONFORMANCE_FACTORY_NAME, canonical_to_pi_message, pi_session_conformance_factory
 from ._context import (
     BRANCH_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_PREFIX,
@@ -24,7 +35,14 @@ from ._reader import (
     read_pi_session,
     read_pi_session_bytes,
 )
-from ._writer import LEAF, RESERVED_ENTRY_FIELDS, append_pi_entry, create_pi_session, iso_timestamp
+from ._writer import (
+    LEAF,
+    RESERVED_ENTRY_FIELDS,
+    append_pi_entries,
+    append_pi_entry,
+    create_pi_session,
+    iso_timestamp,
+)
 
 __all__ = [
     "BRANCH_SUMMARY_PREFIX",
@@ -32,20 +50,32 @@ __all__ = [
     "DEFAULT_MAX_PI_SESSION_BYTES",
     "KNOWN_PI_ENTRY_TYPES",
     "LEAF",
+    "PI_ADAPTER_NAME",
+    "PI_COMPACTION_CAPABILITY_VERSION",
+    "PI_CONFORMANCE_FACTORY_NAME",
+    "PI_CONTINUATION_CAPABILITY_VERSION",
+    "PI_EMBEDDING_CAPABILITY_VERSION",
     "PI_ISSUE_CODES",
+    "PI_LOCAL_KV_UNSUPPORTED_REASON",
+    "PI_RUNTIME_ID",
     "PI_SESSION_VERSION",
     "RESERVED_ENTRY_FIELDS",
     "PiContext",
     "PiEntry",
     "PiSession",
+    "PiSessionAdapter",
     "PiSessionHeader",
     "PiSessionIssue",
+    "append_pi_entries",
     "append_pi_entry",
     "build_pi_context",
+    "canonical_to_pi_message",
     "create_pi_session",
     "extend_pi_session",
     "iso_timestamp",
     "pi_message_id",
+    "pi_session_conformance_factory",
+    "pi_session_revision",
     "read_pi_session",
     "read_pi_session_bytes",
 ]

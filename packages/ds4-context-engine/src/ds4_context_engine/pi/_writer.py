@@ -13,7 +13,7 @@ import os
 import secrets
 import stat
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -27,6 +27,7 @@ from ._reader import PI_SESSION_VERSION, PiEntry, PiSession, PiSessionHeader, re
 __all__ = [
     "LEAF",
     "RESERVED_ENTRY_FIELDS",
+    "append_pi_entries",
     "append_pi_entry",
     "create_pi_session",
     "iso_timestamp",
@@ -112,10 +113,10 @@ def _read_locked(descriptor: int) -> bytes:
     return b"".join(chunks)
 
 
-def _fresh_id(session: PiSession) -> str:
+def _fresh_id(session: PiSession, taken: set[str]) -> str:
     for _ in range(_ID_ATTEMPTS):
         candidate = secrets.token_hex(4)
-        if session.entry(candidate) is None:
+        if session.entry(candidate) is None and candidate not in taken:
             return candidate
     raise PiSessionWriteError("pi-entry-id-exhausted", "could not draw an unused 8-hex entry id")
 
@@ -128,18 +129,34 @@ def append_pi_entry(
     parent_id: str | _Leaf | None = LEAF,
     timestamp: str | None = None,
 ) -> PiEntry:
-    """Append one entry as a whole line and return it as read back.
+    """Append one entry as a whole line and return it as written.
 
     ``fields`` are the type-specific fields (``message``, ``customType`` ...); ``id``, ``parentId``,
     ``timestamp`` and ``type`` are filled in here. ``parent_id`` defaults to the current leaf; pass an
     existing id to start a branch, or ``None`` for a new root.
     """
+    (entry,) = append_pi_entries(path, [(entry_type, fields)], parent_id=parent_id, timestamp=timestamp)
+    return entry
+
+
+def append_pi_entries(
+    path: str | os.PathLike[str],
+    entries: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    parent_id: str | _Leaf | None = LEAF,
+    timestamp: str | None = None,
+) -> tuple[PiEntry, ...]:
+    """Append several entries in one locked write, each the child of the one before.
+
+    The first entry hangs off ``parent_id`` (default: the current leaf). Either every line is written
+    or, when validation fails, none is.
+    """
     file_path = Path(path)
-    reserved = [key for key in RESERVED_ENTRY_FIELDS if key in fields]
-    if reserved or not entry_type:
-        raise PiSessionWriteError(
-            "pi-entry-fields-invalid", "entry fields may not set id, parentId, timestamp or type"
-        )
+    for entry_type, fields in entries:
+        if not entry_type or any(key in fields for key in RESERVED_ENTRY_FIELDS):
+            raise PiSessionWriteError(
+                "pi-entry-fields-invalid", "entry fields may not set id, parentId, timestamp or type"
+            )
     flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         descriptor = os.open(file_path, flags)
@@ -154,38 +171,52 @@ def append_pi_entry(
         data = _read_locked(descriptor)
         if data and not data.endswith(b"\n"):
             raise PiSessionWriteError(
-                "pi-session-torn-tail",
-                f"{file_path}: the last line is incomplete; refusing to append after it",
+                "pi-session-torn-tail", f"{file_path}: the last line is incomplete; refusing to append"
             )
         session = read_pi_session_bytes(data, path=str(file_path))
         parent = session.leaf_id if isinstance(parent_id, _Leaf) else parent_id
         if parent is not None and session.entry(parent) is None:
             raise PiSessionWriteError("pi-parent-unknown", "the parent id is not an entry of this session")
-        record: dict[str, Any] = {
-            "type": entry_type,
-            "id": _fresh_id(session),
-            "parentId": parent,
-            "timestamp": timestamp or iso_timestamp(),
-            **fields,
-        }
-        try:
-            line = _encoder.encode(record) + b"\n"
-        except (TypeError, msgspec.EncodeError) as error:
+        taken: set[str] = set()
+        written: list[PiEntry] = []
+        lines: list[bytes] = []
+        offset = len(data)
+        line_number = session.end_line
+        for entry_type, fields in entries:
+            entry_id = _fresh_id(session, taken)
+            taken.add(entry_id)
+            record: dict[str, Any] = {
+                "type": entry_type,
+                "id": entry_id,
+                "parentId": parent,
+                "timestamp": timestamp or iso_timestamp(),
+                **fields,
+            }
+            try:
+                line = _encoder.encode(record) + b"\n"
+            except (TypeError, msgspec.EncodeError) as error:
+                raise PiSessionWriteError("pi-entry-fields-invalid", "entry fields are not JSON") from error
+            line_number += 1
+            written.append(
+                PiEntry(
+                    type=entry_type,
+                    id=entry_id,
+                    parent_id=parent,
+                    timestamp=record["timestamp"],
+                    line=line_number,
+                    offset=offset,
+                    data=record,
+                )
+            )
+            lines.append(line)
+            offset += len(line)
+            parent = entry_id
+        payload = b"".join(lines)
+        if os.write(descriptor, payload) != len(payload):
             raise PiSessionWriteError(
-                "pi-entry-fields-invalid", "entry fields are not JSON values"
-            ) from error
-        written = os.write(descriptor, line)
-        if written != len(line):
-            raise PiSessionWriteError("pi-append-short-write", f"{file_path}: the line was not written whole")
+                "pi-append-short-write", f"{file_path}: the lines were not written whole"
+            )
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
-    return PiEntry(
-        type=entry_type,
-        id=record["id"],
-        parent_id=parent,
-        timestamp=record["timestamp"],
-        line=session.end_line + 1,
-        offset=len(data),
-        data=record,
-    )
+    return tuple(written)

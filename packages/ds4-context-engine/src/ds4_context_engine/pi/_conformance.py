@@ -1,0 +1,131 @@
+"""A conformance factory for :class:`PiSessionAdapter`: the kit's fixture written as a real Pi session.
+
+Each case gets a fresh private temporary directory holding one v3 session file whose entries carry the
+fixture's entry ids; the directory is the trusted root and is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from ds4_context_core import (
+    CanonicalMessage,
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ds4_context_core.conformance import (
+    ConformanceFixture,
+    ConformanceSubject,
+    ConformanceTransport,
+    SimpleConformanceFactory,
+)
+
+from ._adapter import PiSessionAdapter
+
+__all__ = ["PI_CONFORMANCE_FACTORY_NAME", "canonical_to_pi_message", "pi_session_conformance_factory"]
+
+PI_CONFORMANCE_FACTORY_NAME: Final = "ds4-context-engine.pi"
+_encoder: Final = msgspec.json.Encoder()
+
+
+def _content(message: CanonicalMessage) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = []
+    for block in message.blocks:
+        if isinstance(block, TextBlock):
+            content.append({"type": "text", "text": block.text})
+        elif isinstance(block, ThinkingBlock):
+            content.append({"type": "thinking", "thinking": block.thinking})
+        elif isinstance(block, ToolCallBlock):
+            content.append(
+                {"type": "toolCall", "id": block.id, "name": block.name, "arguments": block.arguments}
+            )
+        elif isinstance(block, ImageBlock):
+            content.append({"type": "image", "data": block.data or "", "mimeType": block.mime_type or ""})
+    return content
+
+
+def canonical_to_pi_message(message: CanonicalMessage) -> dict[str, Any]:
+    """The Pi ``AgentMessage`` a canonical user, assistant or tool-result message reads back as."""
+    if message.role == "tool":
+        results = [block for block in message.blocks if isinstance(block, ToolResultBlock)]
+        if len(results) != 1:
+            raise ValueError("a tool message must hold exactly one tool result to become a Pi toolResult")
+        result = results[0]
+        return {
+            "role": "toolResult",
+            "toolCallId": result.tool_call_id,
+            "toolName": result.tool_name,
+            "content": [{"type": "text", "text": result.content}],
+            "isError": result.is_error,
+            "timestamp": 0,
+        }
+    if message.role == "assistant":
+        return {
+            "role": "assistant",
+            "content": _content(message),
+            "api": "unknown",
+            "provider": message.provider or "unknown",
+            "model": message.model or "unknown",
+            "stopReason": "toolUse" if message.tool_call_ids else "stop",
+            "timestamp": 0,
+        }
+    if message.role == "user":
+        return {"role": "user", "content": _content(message), "timestamp": 0}
+    raise ValueError("only user, assistant and tool messages have a Pi message form")
+
+
+def _write_fixture_session(directory: Path, fixture: ConformanceFixture) -> Path:
+    path = directory / "session.jsonl"
+    lines = [
+        _encoder.encode(
+            {
+                "type": "session",
+                "version": 3,
+                "id": fixture.session_id,
+                "timestamp": "2026-01-01T00:00:00.000Z",
+                "cwd": str(directory),
+            }
+        )
+    ]
+    parent: str | None = None
+    for message in fixture.messages:
+        entry_id = message.source_entry_id
+        lines.append(
+            _encoder.encode(
+                {
+                    "type": "message",
+                    "id": entry_id,
+                    "parentId": parent,
+                    "timestamp": "2026-01-01T00:00:00.000Z",
+                    "message": canonical_to_pi_message(message),
+                }
+            )
+        )
+        parent = entry_id
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    path.chmod(0o600)
+    return path
+
+
+def _create(fixture: ConformanceFixture, transport: ConformanceTransport) -> ConformanceSubject:
+    directory = Path(tempfile.mkdtemp(prefix="ds4-pi-conformance-")).resolve()
+    session = _write_fixture_session(directory, fixture)
+    adapter = PiSessionAdapter(session, trusted_roots=[directory], transport=transport, model=fixture.model)
+    return ConformanceSubject(
+        adapter=adapter,
+        expected_project_root=str(directory),
+        cleanup=lambda: shutil.rmtree(directory, ignore_errors=True),
+    )
+
+
+def pi_session_conformance_factory() -> SimpleConformanceFactory:
+    """The factory ``ds4-context conformance`` runs; also usable as ``package.module:factory`` target."""
+    return SimpleConformanceFactory(name=PI_CONFORMANCE_FACTORY_NAME, create=_create)

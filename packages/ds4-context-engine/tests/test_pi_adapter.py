@@ -1,0 +1,188 @@
+"""PiSessionAdapter: the runtime-adapter-v1 contract over real Pi session files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import anyio
+import pytest
+
+from ds4_context_core import AdapterClosedError
+from ds4_context_core.adapter import CapabilityRequest, CompletionFallback, CompletionRequest
+from ds4_context_core.conformance import (
+    assert_runtime_adapter_conformance,
+    run_runtime_adapter_conformance_sync,
+)
+from ds4_context_engine._exceptions import PiSessionError, UntrustedPathError
+from ds4_context_engine.pi import PiSessionAdapter, append_pi_entry, pi_session_conformance_factory
+
+FIXTURES = Path(__file__).parent / "fixtures" / "pi"
+
+
+async def _transport(request):
+    return {"role": "assistant", "content": "ok"}
+
+
+def _session_in(tmp_path, fixture="v3-coding.jsonl", cwd=None):
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    data = (FIXTURES / fixture).read_text()
+    original_cwd = json.loads(data.splitlines()[0])["cwd"]
+    path = tmp_path / "session.jsonl"
+    path.write_text(data.replace(f'"cwd":"{original_cwd}"', f'"cwd":"{cwd or project}"', 1))
+    return path, project
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_pi_adapter_passes_the_conformance_kit(backend):
+    report = run_runtime_adapter_conformance_sync(pi_session_conformance_factory(), backend=backend)
+    assert_runtime_adapter_conformance(report)
+    assert [case.id for case in report.cases if case.passed] == [
+        "identity",
+        "capabilities",
+        "canonical-history",
+        "rebuild",
+        "privacy",
+        "fallback",
+        "lifecycle",
+    ]
+
+
+def test_snapshot_revision_is_sha256_of_stable_json_of_leaf_and_entries(tmp_path):
+    path, project = _session_in(tmp_path)
+    adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport)
+    snapshot = adapter.snapshot_history()
+    entries = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    expected = hashlib.sha256(
+        json.dumps({"leafId": "a0000010", "entries": entries}, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    assert snapshot.revision == expected
+    assert snapshot.project_root == str(project.resolve())
+    assert snapshot.session_id == "4f1c2a7e-0b5d-4a8e-9c1f-2d3e4f5a6b7c"
+    assert len(snapshot.messages) == 10
+    assert all(group.complete for group in snapshot.tool_atomic_groups)
+
+
+def test_appends_change_the_revision_and_show_up_in_the_next_snapshot(tmp_path):
+    path, project = _session_in(tmp_path)
+    adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport)
+    first = adapter.snapshot_history()
+    entry = append_pi_entry(path, "message", {"message": {"role": "user", "content": "next", "timestamp": 9}})
+    second = adapter.snapshot_history()
+    assert second.revision != first.revision
+    assert second.messages[-1].source_entry_id == entry.id
+    assert second.messages[:-1] == first.messages
+
+
+def test_a_leaf_id_selects_an_older_branch(tmp_path):
+    path, project = _session_in(tmp_path, "v2-branches.jsonl")
+    adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport, leaf_id="b0000004")
+    assert [m.source_entry_id for m in adapter.snapshot_history().messages] == [
+        "b0000001",
+        "b0000002",
+        "b0000003",
+        "b0000004",
+    ]
+
+
+def test_a_cwd_outside_the_trusted_roots_is_refused_and_reported(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    path, project = _session_in(tmp_path, cwd=elsewhere)
+    before = path.read_bytes()
+    adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport)
+    with pytest.raises(UntrustedPathError) as caught:
+        adapter.snapshot_history()
+    assert caught.value.code == "trusted-project-root-untrusted"
+    with pytest.raises(UntrustedPathError):
+        adapter.trusted_project_root()
+    assert [d.code for d in adapter.diagnostics()] == ["canonical-history-read-failed"]
+    assert path.read_bytes() == before
+
+
+def test_a_symlink_inside_the_root_that_leads_outside_is_refused(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "link").symlink_to(outside, target_is_directory=True)
+    path, _ = _session_in(tmp_path, cwd=project / "link")
+    adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport)
+    with pytest.raises(UntrustedPathError) as caught:
+        adapter.snapshot_history()
+    assert caught.value.code == "trusted-project-root-untrusted"
+
+
+@pytest.mark.parametrize("fixture", ["corrupt.jsonl", "cycle.jsonl"])
+def test_a_damaged_session_is_rejected_not_repaired(tmp_path, fixture):
+    path, project = _session_in(tmp_path, fixture)
+    before = path.read_bytes()
+    adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport)
+    with pytest.raises(PiSessionError) as caught:
+        adapter.snapshot_history()
+    assert caught.value.code == "pi-session-damaged"
+    assert "canonical-history-read-failed" in [d.code for d in adapter.diagnostics()]
+    assert path.read_bytes() == before
+
+
+def test_unknown_entry_types_do_not_block_a_snapshot(tmp_path):
+    path, project = _session_in(tmp_path, "v3-compacted.jsonl")
+    adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport)
+    assert [m.source_entry_id for m in adapter.snapshot_history().messages][0] == "c0000005"
+
+
+def test_capabilities_follow_the_embedding_port_and_local_kv_is_unsupported(tmp_path):
+    path, project = _session_in(tmp_path)
+    requests = [
+        CapabilityRequest(id=c)
+        for c in ("compaction", "provider-continuation", "embeddings", "local-kv-reuse")
+    ]
+    without = PiSessionAdapter(path, trusted_roots=[project], transport=_transport)
+    negotiated = without.negotiate_capabilities(requests)
+    assert negotiated.enabled == ("compaction", "provider-continuation")
+    statuses = {status.id: status for status in negotiated.statuses}
+    assert statuses["compaction"].version == "pi-session-compact-v1"
+    assert statuses["provider-continuation"].version == "pi-openai-responses-continuation-v1"
+    assert statuses["local-kv-reuse"].reason
+    with_port = PiSessionAdapter(path, trusted_roots=[project], transport=_transport, embedding_port=object())
+    assert with_port.negotiate_capabilities(requests).enabled == (
+        "compaction",
+        "provider-continuation",
+        "embeddings",
+    )
+    assert {s.id: s.version for s in with_port.negotiate_capabilities(requests).statuses}["embeddings"] == (
+        "embedding-port-v1"
+    )
+
+
+def test_shutdown_closes_reads_and_completions(tmp_path):
+    path, project = _session_in(tmp_path)
+    adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport)
+
+    async def run():
+        await adapter.shutdown()
+        await adapter.shutdown()
+        return await adapter.complete(
+            CompletionRequest(provider="openai", model="m", payload={"messages": []})
+        )
+
+    result = anyio.run(run)
+    assert isinstance(result, CompletionFallback)
+    assert result.code == "adapter-closed"
+    with pytest.raises(AdapterClosedError):
+        adapter.snapshot_history()
+
+
+def test_a_replaced_file_is_read_again_from_the_start(tmp_path):
+    path, project = _session_in(tmp_path)
+    adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport)
+    adapter.snapshot_history()
+    (tmp_path / "other").mkdir()
+    other, _ = _session_in(tmp_path / "other", "v2-branches.jsonl", cwd=project)
+    shutil.copy(other, path)
+    with pytest.raises(PiSessionError) as caught:
+        adapter.snapshot_history()
+    assert caught.value.code == "pi-session-identity-changed"
