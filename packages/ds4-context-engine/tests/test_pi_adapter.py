@@ -131,7 +131,7 @@ def test_a_damaged_session_is_rejected_not_repaired(tmp_path, fixture):
 def test_unknown_entry_types_do_not_block_a_snapshot(tmp_path):
     path, project = _session_in(tmp_path, "v3-compacted.jsonl")
     adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport)
-    assert [m.source_entry_id for m in adapter.snapshot_history().messages][0] == "c0000005"
+    assert adapter.snapshot_history().messages[0].source_entry_id == "c0000005"
 
 
 def test_capabilities_follow_the_embedding_port_and_local_kv_is_unsupported(tmp_path):

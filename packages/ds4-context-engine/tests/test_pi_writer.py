@@ -12,6 +12,7 @@ import pytest
 
 from ds4_context_engine._exceptions import PiSessionWriteError
 from ds4_context_engine.pi import (
+    append_pi_entries,
     append_pi_entry,
     build_pi_context,
     create_pi_session,
@@ -174,8 +175,6 @@ def test_extend_reads_only_the_appended_tail_and_matches_a_full_read(tmp_path):
 
 
 def test_batch_append_chains_entries_in_one_write_or_writes_nothing(tmp_path):
-    from ds4_context_engine.pi import append_pi_entries
-
     path = tmp_path / "s.jsonl"
     create_pi_session(path, cwd="/p")
     root = append_pi_entry(path, "message", USER)
