@@ -1,0 +1,1 @@
+"""Implementation of the runtime-adapter conformance kit (public names live in ``conformance``)."""

@@ -1,0 +1,94 @@
+"""``ds4-context-conformance package.module:factory``: run the kit from a shell or a release pipeline."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any, Final
+
+import msgspec
+
+from ds4_context_core._exceptions import ConformanceTargetError
+
+from ._runner import ConformanceFactory, ConformanceReport, run_runtime_adapter_conformance_sync
+
+__all__ = ["load_conformance_factory", "main"]
+
+_TARGET_PREFIX_CHARS: Final = 80
+
+
+def _escaped(text: str) -> str:
+    return text[:_TARGET_PREFIX_CHARS].encode("unicode_escape").decode("ascii")
+
+
+def load_conformance_factory(target: str) -> ConformanceFactory:
+    """Import ``package.module:attribute`` and return the factory it names.
+
+    The attribute may be a factory (an object with ``name`` and ``create``) or a callable taking no
+    arguments that returns one.
+    """
+    module_name, separator, attribute_path = target.partition(":")
+    if not separator or not module_name or not attribute_path:
+        raise ConformanceTargetError(
+            "conformance-target-invalid", f"expected package.module:factory, got {_escaped(target)!r}"
+        )
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError:
+        raise ConformanceTargetError(
+            "conformance-target-not-found", f"cannot import module {_escaped(module_name)!r}"
+        ) from None
+    for part in attribute_path.split("."):
+        if not hasattr(value, part):
+            raise ConformanceTargetError(
+                "conformance-target-not-found", f"no attribute {_escaped(attribute_path)!r} in that module"
+            )
+        value = getattr(value, part)
+    if not hasattr(value, "create") and callable(value):
+        value = value()
+    if not (hasattr(value, "create") and callable(value.create) and hasattr(value, "name")):
+        raise ConformanceTargetError(
+            "conformance-target-invalid", "the target is not a conformance factory (needs name and create)"
+        )
+    factory: ConformanceFactory = value
+    return factory
+
+
+def _render(report: ConformanceReport) -> str:
+    lines = [f"{report.version}  contract={report.contract_version}  factory={report.factory_name}"]
+    for case in report.cases:
+        if case.passed:
+            lines.append(f"  {case.id:<18} passed")
+        else:
+            lines.append(f"  {case.id:<18} FAILED  {case.failure_code} ({case.detail})")
+    passed = sum(case.passed for case in report.cases)
+    lines.append(f"result: {'passed' if report.passed else 'FAILED'} ({passed}/{len(report.cases)} cases)")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit status 0 when every case passed, 1 when any failed, 2 when the target cannot be loaded."""
+    parser = argparse.ArgumentParser(
+        prog="ds4-context-conformance",
+        description="Run the runtime-adapter-v1 conformance kit against a factory.",
+    )
+    parser.add_argument("target", help="the factory as package.module:attribute")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio", help="async backend")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds allowed per case")
+    options = parser.parse_args(argv)
+    try:
+        factory = load_conformance_factory(options.target)
+    except ConformanceTargetError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    report = run_runtime_adapter_conformance_sync(
+        factory, backend=options.backend, case_timeout=options.timeout
+    )
+    if options.json:
+        print(msgspec.json.encode(report).decode("utf-8"))
+    else:
+        print(_render(report))
+    return 0 if report.passed else 1

@@ -1,0 +1,61 @@
+"""The runtime-adapter conformance kit: seven checks any ``RuntimeAdapter`` must pass.
+
+::
+
+    from ds4_context_core.conformance import (
+        assert_runtime_adapter_conformance, run_runtime_adapter_conformance_sync,
+    )
+
+    report = run_runtime_adapter_conformance_sync(my_factory)
+    assert_runtime_adapter_conformance(report)
+
+From a shell: ``ds4-context-conformance package.module:factory [--json]``. Nothing here imports pytest.
+See ``docs/core/conformance.md``.
+"""
+
+from __future__ import annotations
+
+from ._conformance._cli import load_conformance_factory, main
+from ._conformance._fixture import (
+    CONFORMANCE_FIXTURE_VERSION,
+    ConformanceFixture,
+    ConformanceTransport,
+    ConformanceTransportError,
+    load_conformance_fixture,
+)
+from ._conformance._runner import (
+    CONFORMANCE_CASE_IDS,
+    CONFORMANCE_FAILURE_CODES,
+    CONFORMANCE_FAILURE_DETAILS,
+    CONFORMANCE_REPORT_VERSION,
+    ConformanceCaseResult,
+    ConformanceFactory,
+    ConformanceReport,
+    ConformanceSubject,
+    SimpleConformanceFactory,
+    assert_runtime_adapter_conformance,
+    run_runtime_adapter_conformance,
+    run_runtime_adapter_conformance_sync,
+)
+
+__all__ = [
+    "CONFORMANCE_CASE_IDS",
+    "CONFORMANCE_FAILURE_CODES",
+    "CONFORMANCE_FAILURE_DETAILS",
+    "CONFORMANCE_FIXTURE_VERSION",
+    "CONFORMANCE_REPORT_VERSION",
+    "ConformanceCaseResult",
+    "ConformanceFactory",
+    "ConformanceFixture",
+    "ConformanceReport",
+    "ConformanceSubject",
+    "ConformanceTransport",
+    "ConformanceTransportError",
+    "SimpleConformanceFactory",
+    "assert_runtime_adapter_conformance",
+    "load_conformance_factory",
+    "load_conformance_fixture",
+    "main",
+    "run_runtime_adapter_conformance",
+    "run_runtime_adapter_conformance_sync",
+]

@@ -1,0 +1,460 @@
+"""The conformance kit against a correct in-memory adapter and against adapters broken on purpose."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from ds4_context_core import AdapterClosedError, ConformanceError, sha256_hex
+from ds4_context_core.adapter import (
+    AdapterDiagnostic,
+    AdapterIdentity,
+    CapabilityDeclaration,
+    CapabilityNegotiation,
+    CapabilityRequest,
+    CompletionCompleted,
+    CompletionRequest,
+    CompletionResult,
+    DiagnosticsBuffer,
+    RuntimeAdapter,
+    complete_with_guards,
+    negotiate_runtime_capabilities,
+    validate_completion_request,
+)
+from ds4_context_core.conformance import (
+    CONFORMANCE_CASE_IDS,
+    CONFORMANCE_FAILURE_CODES,
+    CONFORMANCE_FAILURE_DETAILS,
+    ConformanceCaseResult,
+    ConformanceFixture,
+    ConformanceReport,
+    ConformanceSubject,
+    ConformanceTransport,
+    SimpleConformanceFactory,
+    assert_runtime_adapter_conformance,
+    load_conformance_fixture,
+    main,
+    run_runtime_adapter_conformance,
+    run_runtime_adapter_conformance_sync,
+)
+from ds4_context_core.history import build_runtime_history_snapshot
+from ds4_context_core.privacy import PrivacyPolicy, PrivacyResult, enforce_payload_privacy
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class MemoryAdapter:
+    """A small, correct runtime adapter over an in-memory canonical history."""
+
+    def __init__(self, fixture: ConformanceFixture, transport: ConformanceTransport, root: str) -> None:
+        self.identity = AdapterIdentity(adapter_name="memory-test-adapter", adapter_version="1.0.0")
+        self._fixture = fixture
+        self._transport = transport
+        self._root = root
+        self._policy = PrivacyPolicy()
+        self._diagnostics = DiagnosticsBuffer()
+        self._closed = False
+        self._cached: Any = None
+
+    def _build_snapshot(self) -> Any:
+        revision = sha256_hex(msgspec.json.encode(self._fixture.messages))
+        return build_runtime_history_snapshot(
+            runtime_id=self._fixture.runtime_id,
+            session_id=self._fixture.session_id,
+            revision=revision,
+            project_root=self._root,
+            messages=self._fixture.messages,
+        )
+
+    def snapshot_history(self) -> Any:
+        if self._closed:
+            self._diagnostics.record("adapter-closed", "history read after shutdown")
+            raise AdapterClosedError("adapter-closed", "the adapter was shut down")
+        if self._cached is None:
+            self._cached = self._build_snapshot()
+        return self._cached
+
+    def rebuild_derived_state(self) -> None:
+        self._cached = None
+        self._diagnostics.record("derived-state-rebuilt", "snapshot cache discarded", severity="info")
+
+    def current_model(self) -> Any:
+        return self._fixture.model
+
+    def trusted_project_root(self) -> str:
+        return self._root
+
+    def enforce_privacy(self, request: CompletionRequest) -> PrivacyResult:
+        return enforce_payload_privacy(request.payload, provider=request.provider, policy=self._policy)
+
+    async def complete(self, request: CompletionRequest) -> CompletionResult:
+        return await complete_with_guards(
+            request,
+            closed=self._closed,
+            enforce_privacy=self.enforce_privacy,
+            transport=self._transport,
+            diagnostics=self._diagnostics,
+        )
+
+    def capability_declarations(self) -> Sequence[CapabilityDeclaration]:
+        return (
+            CapabilityDeclaration(id="compaction", supported=False, reason="no native compaction"),
+            CapabilityDeclaration(id="provider-continuation", supported=False, reason="stateless transport"),
+            CapabilityDeclaration(id="embeddings", supported=True, version="memory-embeddings-v1"),
+            CapabilityDeclaration(id="local-kv-reuse", supported=False, reason="no local runtime"),
+        )
+
+    def negotiate_capabilities(self, requests: Sequence[CapabilityRequest]) -> CapabilityNegotiation:
+        return negotiate_runtime_capabilities(self.capability_declarations(), requests)
+
+    def diagnostics(self) -> Sequence[AdapterDiagnostic]:
+        return self._diagnostics.snapshot()
+
+    async def shutdown(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._diagnostics.record("adapter-closed", "adapter shut down", severity="info")
+
+
+def _factory(
+    adapter_class: type[MemoryAdapter] = MemoryAdapter, name: str = "memory"
+) -> SimpleConformanceFactory:
+    root = os.path.realpath(os.getcwd())
+
+    def create(fixture: ConformanceFixture, transport: ConformanceTransport) -> ConformanceSubject:
+        return ConformanceSubject(adapter=adapter_class(fixture, transport, root), expected_project_root=root)
+
+    return SimpleConformanceFactory(name=name, create=create)
+
+
+# --- adapters broken on purpose, each in exactly one way -------------------------------------------------
+
+
+class LeaksMarker(MemoryAdapter):
+    def enforce_privacy(self, request: CompletionRequest) -> PrivacyResult:
+        result = super().enforce_privacy(request)
+        if result.blocked_blocks:  # "forgets" the marked span
+            return PrivacyResult(
+                provider=result.provider,
+                destination=result.destination,
+                payload=request.payload,
+                changed=False,
+                blocked_blocks=0,
+                secret_redactions=0,
+            )
+        return result
+
+
+class SendsAfterSanitizerError(MemoryAdapter):
+    async def complete(self, request: CompletionRequest) -> CompletionResult:
+        result = await super().complete(request)
+        if getattr(result, "code", None) == "privacy-enforcement-failed":
+            await self._transport(request)  # the raw payload goes out anyway
+        return result
+
+
+class RaisesFromComplete(MemoryAdapter):
+    async def complete(self, request: CompletionRequest) -> CompletionResult:
+        try:
+            privacy = self.enforce_privacy(validate_completion_request(request))
+        except Exception:
+            return await super().complete(request)
+        if self._closed:
+            return await super().complete(request)
+        output = await self._transport(request.with_payload(privacy.payload))  # transport errors escape
+        return CompletionCompleted(output=output, privacy=privacy.summary())
+
+
+class InventsHistory(MemoryAdapter):
+    def _build_snapshot(self) -> Any:
+        snapshot = super()._build_snapshot()
+        invented = msgspec.structs.replace(
+            snapshot.messages[-1],
+            id=f"{self._fixture.session_id}:entry-invented",
+            source_entry_id="entry-invented",
+            provenance=msgspec.structs.replace(snapshot.messages[-1].provenance, entry_id="entry-invented"),
+        )
+        return msgspec.structs.replace(snapshot, messages=(*snapshot.messages, invented))
+
+
+class SplitsToolGroup(MemoryAdapter):
+    def _build_snapshot(self) -> Any:
+        snapshot = super()._build_snapshot()
+        (group,) = snapshot.tool_atomic_groups
+        halves = tuple(
+            msgspec.structs.replace(group, id=f"{group.id}-{index}", message_ids=(message_id,))
+            for index, message_id in enumerate(group.message_ids)
+        )
+        return msgspec.structs.replace(snapshot, tool_atomic_groups=halves)
+
+
+class WrongRoot(MemoryAdapter):
+    def trusted_project_root(self) -> str:
+        return os.path.dirname(self._root) or "/"
+
+
+class ShutdownNotIdempotent(MemoryAdapter):
+    async def shutdown(self) -> None:
+        if self._closed:
+            raise RuntimeError("already shut down")
+        await super().shutdown()
+
+
+class ReadsAfterShutdown(MemoryAdapter):
+    def snapshot_history(self) -> Any:
+        if self._cached is None:
+            self._cached = self._build_snapshot()
+        return self._cached
+
+
+class DiagnosticsHoldPrompt(MemoryAdapter):
+    async def complete(self, request: CompletionRequest) -> CompletionResult:
+        try:
+            prompt = json.dumps(request.payload)[:500]
+        except TypeError:
+            prompt = "unprintable"
+        self._diagnostics.add(AdapterDiagnostic(code="debug", severity="info", message=prompt))
+        return await super().complete(request)
+
+
+BROKEN = [
+    (LeaksMarker, "privacy", "privacy-probe-leaked"),
+    (SendsAfterSanitizerError, "privacy", "transport-called-after-privacy-failure"),
+    (RaisesFromComplete, "fallback", None),
+    (InventsHistory, "canonical-history", "history-messages-mismatch"),
+    (SplitsToolGroup, "canonical-history", "history-invalid"),
+    (WrongRoot, "identity", "trusted-root-mismatch"),
+    (ShutdownNotIdempotent, "lifecycle", None),
+    (ReadsAfterShutdown, "lifecycle", "closed-history-readable"),
+    (DiagnosticsHoldPrompt, "privacy", "diagnostics-contain-probe"),
+]
+
+
+def _probe_free(report: ConformanceReport) -> None:
+    """The JSON of a report holds case ids, booleans and fixed codes only: no probe, payload or error text."""
+    encoded = msgspec.json.encode(report).decode()
+    for forbidden in (
+        "ds4-conformance-private",
+        "sk-",
+        "Deploy key",
+        "Summarize",
+        "Is the module",
+        "refused",
+    ):
+        assert forbidden not in encoded
+    allowed_strings = {
+        *CONFORMANCE_CASE_IDS,
+        *CONFORMANCE_FAILURE_CODES,
+        *CONFORMANCE_FAILURE_DETAILS,
+        "runtime-adapter-conformance-v1",
+        "runtime-adapter-v1",
+        report.factory_name,
+    }
+    decoded = json.loads(encoded)
+    strings = {decoded["version"], decoded["contractVersion"], decoded["factoryName"]}
+    for case in decoded["cases"]:
+        strings.update(value for value in case.values() if isinstance(value, str))
+    assert strings <= allowed_strings
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.mark.anyio
+async def test_correct_in_memory_adapter_passes_all_seven_checks(anyio_backend: str) -> None:
+    report = await run_runtime_adapter_conformance(_factory())
+    assert [case.id for case in report.cases] == list(CONFORMANCE_CASE_IDS)
+    assert [case.passed for case in report.cases] == [True] * 7
+    assert report.passed is True
+    assert report.version == "runtime-adapter-conformance-v1"
+    assert report.contract_version == "runtime-adapter-v1"
+    assert report.factory_name == "memory"
+    assert assert_runtime_adapter_conformance(report) is report
+    _probe_free(report)
+
+
+def test_memory_adapter_satisfies_the_protocol() -> None:
+    fixture = load_conformance_fixture()
+    adapter = MemoryAdapter(fixture, ConformanceTransport({}), "/tmp")
+    assert isinstance(adapter, RuntimeAdapter)
+
+
+@pytest.mark.parametrize(("adapter_class", "case", "detail"), BROKEN, ids=[b[0].__name__ for b in BROKEN])
+def test_each_broken_adapter_fails_exactly_its_check(
+    adapter_class: type[MemoryAdapter], case: str, detail: str | None
+) -> None:
+    report = run_runtime_adapter_conformance_sync(_factory(adapter_class, adapter_class.__name__))
+    failed = report.failed_cases()
+    assert [result.id for result in failed] == [case]
+    (result,) = failed
+    if detail is None:
+        assert result.failure_code == f"{case}-threw"
+    else:
+        assert result.failure_code == f"{case}-assertion-failed"
+        assert result.detail == detail
+    assert report.passed is False
+    _probe_free(report)
+    with pytest.raises(ConformanceError) as raised:
+        assert_runtime_adapter_conformance(report)
+    assert raised.value.code == "runtime-adapter-conformance-failed"
+    assert case in str(raised.value)
+    assert raised.value.report is report
+
+
+def test_broken_adapters_also_fail_under_trio() -> None:
+    report = run_runtime_adapter_conformance_sync(_factory(SendsAfterSanitizerError), backend="trio")
+    assert [(c.id, c.failure_code) for c in report.failed_cases()] == [
+        ("privacy", "privacy-assertion-failed")
+    ]
+
+
+def test_a_hanging_adapter_times_out_as_threw() -> None:
+    class Hangs(MemoryAdapter):
+        async def complete(self, request: CompletionRequest) -> CompletionResult:
+            await anyio.sleep(30)
+            raise AssertionError("unreachable")
+
+    report = run_runtime_adapter_conformance_sync(_factory(Hangs), case_timeout=0.2)
+    failing = {case.id: (case.failure_code, case.detail) for case in report.failed_cases()}
+    assert failing == {
+        "privacy": ("privacy-threw", "timeout"),
+        "fallback": ("fallback-threw", "timeout"),
+        "lifecycle": ("lifecycle-threw", "timeout"),
+    }
+
+
+def test_a_factory_that_raises_fails_every_case_without_leaking_its_message() -> None:
+    def create(fixture: ConformanceFixture, transport: ConformanceTransport) -> ConformanceSubject:
+        raise RuntimeError("secret-token-in-error sk-should-not-appear-anywhere")
+
+    report = run_runtime_adapter_conformance_sync(
+        SimpleConformanceFactory(name="broken\nname\x00", create=create)
+    )
+    assert report.factory_name == "broken name"
+    assert [case.failure_code for case in report.cases] == [f"{case}-threw" for case in CONFORMANCE_CASE_IDS]
+    assert {case.detail for case in report.cases} == {"adapter-create-failed"}
+    assert "secret-token" not in msgspec.json.encode(report).decode()
+
+
+def test_an_async_factory_and_async_cleanup_are_awaited() -> None:
+    cleaned: list[str] = []
+    root = os.path.realpath(os.getcwd())
+
+    async def cleanup() -> None:
+        cleaned.append("done")
+
+    async def create(fixture: ConformanceFixture, transport: ConformanceTransport) -> ConformanceSubject:
+        return ConformanceSubject(
+            adapter=MemoryAdapter(fixture, transport, root), expected_project_root=root, cleanup=cleanup
+        )
+
+    report = run_runtime_adapter_conformance_sync(SimpleConformanceFactory(name="async", create=create))
+    assert report.passed
+    assert cleaned == ["done"] * 7
+
+
+def test_assert_rejects_a_report_that_claims_to_pass_with_missing_cases() -> None:
+    forged = ConformanceReport(
+        version="runtime-adapter-conformance-v1",
+        contract_version="runtime-adapter-v1",
+        factory_name="forged",
+        passed=True,
+        cases=(ConformanceCaseResult(id="identity", passed=True),),
+    )
+    with pytest.raises(ConformanceError) as raised:
+        assert_runtime_adapter_conformance(forged)
+    assert raised.value.code == "runtime-adapter-conformance-failed"
+
+
+def test_fixture_matches_the_published_v1_fixture() -> None:
+    fixture = load_conformance_fixture()
+    assert fixture.version == "runtime-adapter-conformance-fixture-v1"
+    assert fixture.runtime_id == "conformance-runtime"
+    assert fixture.session_id == "runtime-adapter-conformance-session"
+    assert json.loads(msgspec.json.encode(fixture.model)) == {
+        "provider": "conformance-remote",
+        "id": "conformance-model",
+        "contextWindow": 32768,
+        "maxTokens": 4096,
+        "reasoning": False,
+        "input": ["text"],
+    }
+    assert fixture.message_ids == tuple(
+        f"runtime-adapter-conformance-session:{entry}"
+        for entry in ("entry-user", "entry-call", "entry-result", "entry-assistant")
+    )
+    call = fixture.messages[1].blocks[0]
+    assert msgspec.to_builtins(call) == {
+        "type": "toolCall",
+        "id": "tool-call-1",
+        "name": "read",
+        "arguments": {"path": "src/index.ts"},
+    }
+    result = fixture.messages[2].blocks[0]
+    assert getattr(result, "content", None) == "export const ready = true;"
+    assert {message.provenance.source for message in fixture.messages} == {"runtime-session"}
+    assert fixture.transport_output == {"role": "assistant", "content": "conformance completion"}
+    (group,) = fixture.tool_atomic_groups()
+    assert group.complete is True
+    assert group.tool_call_ids == ("tool-call-1",)
+
+
+# --- the console command ------------------------------------------------------------------------------------
+
+
+def conformance_factory() -> SimpleConformanceFactory:
+    """Target for the command-line tests: ``test_conformance_kit:conformance_factory``."""
+    return _factory(name="cli-memory")
+
+
+broken_factory = _factory(ReadsAfterShutdown, "cli-broken")
+
+
+@pytest.fixture
+def importable_tests(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    return "test_conformance_kit"
+
+
+def test_cli_passes_and_prints_json(importable_tests: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([f"{importable_tests}:conformance_factory", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] is True
+    assert report["factoryName"] == "cli-memory"
+    assert [case["id"] for case in report["cases"]] == list(CONFORMANCE_CASE_IDS)
+
+
+def test_cli_exit_code_one_on_failure_and_text_table(
+    importable_tests: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([f"{importable_tests}:broken_factory", "--backend", "trio"]) == 1
+    out = capsys.readouterr().out
+    assert "lifecycle" in out
+    assert "lifecycle-assertion-failed (closed-history-readable)" in out
+    assert "FAILED (6/7 cases)" in out
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "no-colon",
+        "definitely_missing_module_xyz:factory",
+        "test_conformance_kit:missing",
+        "test_conformance_kit:BROKEN",
+    ],
+)
+def test_cli_rejects_bad_targets_with_exit_code_two(
+    importable_tests: str, target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([target]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: [conformance-target-")
