@@ -181,7 +181,7 @@ class RuntimeToolAtomicGroup(msgspec.Struct, gc=False, frozen=True, kw_only=True
     complete: bool
 
 
-class RuntimeHistorySnapshot(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class RuntimeHistorySnapshot(msgspec.Struct, frozen=True, kw_only=True, rename="camel", weakref=True):
     """A read-only projection of a runtime's canonical history (``runtime-history-v1``)."""
 
     schema_version: Identifier = HISTORY_SCHEMA_VERSION

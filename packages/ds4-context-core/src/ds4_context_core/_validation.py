@@ -8,8 +8,10 @@ the size of the history.
 from __future__ import annotations
 
 import re
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Final
 
@@ -30,6 +32,7 @@ __all__ = [
     "HISTORY_VALIDATION_CODES",
     "HISTORY_VALIDATION_FAILED",
     "HistoryValidationIssue",
+    "all_identifiers_valid",
     "assert_valid_runtime_history_snapshot",
     "build_runtime_history_snapshot",
     "escaped_prefix",
@@ -159,9 +162,49 @@ def _identity_issues(
     return issues
 
 
+def all_identifiers_valid(values: Sequence[str], limit: int = HISTORY_MAX_IDENTIFIER_CHARS) -> bool:
+    """``identifier_problem(v) is None`` for every value, checked with a few C-level passes."""
+    if not values:
+        return True
+    return (
+        min(map(len, values)) > 0
+        and max(map(len, values)) <= limit
+        and not any(map(str.isspace, values))
+        and _CONTROL.search("".join(values)) is None
+    )
+
+
+_id_of = attrgetter("id")
+_provenance_of = attrgetter("provenance")
+_source_entry_of = attrgetter("source_entry_id")
+_session_of = attrgetter("session_id")
+_entry_of = attrgetter("entry_id")
+_source_of = attrgetter("source")
+_runtime_of = attrgetter("runtime_id")
+
+
+def _messages_look_valid(
+    ids: list[str], messages: Sequence[CanonicalMessage], runtime_id: str, session_id: str
+) -> bool:
+    """The common case, decided without a Python-level loop per message; False sends us to the slow path."""
+    if len(set(ids)) != len(ids) or not all_identifiers_valid(ids):
+        return False
+    provenances = list(map(_provenance_of, messages))
+    if provenances and set(map(_session_of, provenances)) != {session_id}:
+        return False
+    entries = list(map(_entry_of, provenances))
+    if list(map(_source_entry_of, messages)) != entries or not all_identifiers_valid(entries):
+        return False
+    origins = set(zip(map(_source_of, provenances), map(_runtime_of, provenances), strict=True))
+    return all(source != "runtime-session" or runtime == runtime_id for source, runtime in origins)
+
+
 def _message_issues(
     messages: Sequence[CanonicalMessage], runtime_id: str, session_id: str
 ) -> tuple[list[HistoryValidationIssue], set[str]]:
+    ids = list(map(_id_of, messages))
+    if _messages_look_valid(ids, messages, runtime_id, session_id):
+        return [], set(ids)
     issues: list[HistoryValidationIssue] = []
     seen: set[str] = set()
     for message in messages:
@@ -214,6 +257,14 @@ def _message_issues(
 def _tool_issues(relations: ToolRelations) -> list[HistoryValidationIssue]:
     issues: list[HistoryValidationIssue] = []
     calls = relations.calls
+    results = relations.results
+    call_ids = list(calls)
+    if (
+        max(map(len, calls.values()), default=1) == 1
+        and results.keys() <= calls.keys()
+        and all_identifiers_valid(call_ids)
+    ):
+        return issues
     for call_id, positions in calls.items():
         if len(positions) != 1 or identifier_problem(call_id) is not None:
             issues.append(
@@ -239,8 +290,12 @@ def _group_issues(
     declared: Sequence[RuntimeToolAtomicGroup],
     expected: Sequence[RuntimeToolAtomicGroup],
     message_ids: set[str],
+    unique_message_ids: bool,
 ) -> list[HistoryValidationIssue]:
     issues: list[HistoryValidationIssue] = []
+    if unique_message_ids and tuple(declared) == tuple(expected):
+        # Groups equal to the recomputed ones over unique message ids cannot miss, overlap or mismatch.
+        return issues
     declared_by_call: dict[str, RuntimeToolAtomicGroup] = {}
     grouped_messages: set[str] = set()
     for group in declared:
@@ -341,10 +396,15 @@ def validate_runtime_history_snapshot(
     issues = _identity_issues(snapshot, expected_runtime_id, expected_session_id, trusted_project_root)
     message_issues, message_ids = _message_issues(snapshot.messages, snapshot.runtime_id, snapshot.session_id)
     issues.extend(message_issues)
-    relations = collect_tool_relations(snapshot.messages)
+    relations = _recall_built(snapshot)
+    if relations is None:
+        relations = collect_tool_relations(snapshot.messages)
+        expected = groups_from_relations(snapshot.messages, relations)
+    else:
+        expected = snapshot.tool_atomic_groups
     issues.extend(_tool_issues(relations))
-    expected = groups_from_relations(snapshot.messages, relations)
-    issues.extend(_group_issues(snapshot.tool_atomic_groups, expected, message_ids))
+    unique = len(message_ids) == len(snapshot.messages)
+    issues.extend(_group_issues(snapshot.tool_atomic_groups, expected, message_ids, unique))
     return tuple(issues)
 
 
@@ -388,11 +448,39 @@ def build_runtime_history_snapshot(
 ) -> RuntimeHistorySnapshot:
     """A snapshot with its tool atomic groups computed from ``messages``. It is not validated here."""
     history = tuple(messages)
-    return RuntimeHistorySnapshot(
+    relations = collect_tool_relations(history)
+    snapshot = RuntimeHistorySnapshot(
         runtime_id=runtime_id,
         session_id=session_id,
         revision=revision,
         project_root=project_root,
         messages=history,
-        tool_atomic_groups=groups_from_relations(history, collect_tool_relations(history)),
+        tool_atomic_groups=groups_from_relations(history, relations),
     )
+    _remember_built(snapshot, relations)
+    return snapshot
+
+
+# Snapshots made by build_runtime_history_snapshot, with the tool relations their groups came from.
+# A snapshot is frozen and its messages are an immutable tuple of frozen records, so for exactly that
+# object the groups are known to be the recomputed ones and validation can skip grouping a second time.
+# Entries are weak: they vanish with their snapshot, and a replaced copy is a new object that misses.
+_built: dict[int, tuple[weakref.ref[RuntimeHistorySnapshot], ToolRelations]] = {}
+
+
+def _remember_built(snapshot: RuntimeHistorySnapshot, relations: ToolRelations) -> None:
+    key = id(snapshot)
+
+    def forget(_dead: weakref.ref[RuntimeHistorySnapshot]) -> None:
+        entry = _built.get(key)
+        if entry is not None and entry[0] is _dead:
+            del _built[key]
+
+    _built[key] = (weakref.ref(snapshot, forget), relations)
+
+
+def _recall_built(snapshot: RuntimeHistorySnapshot) -> ToolRelations | None:
+    entry = _built.get(id(snapshot))
+    if entry is None or entry[0]() is not snapshot:
+        return None
+    return entry[1]

@@ -1,0 +1,377 @@
+"""Decoding and encoding canonical messages and snapshots, with a stable code for every bad input.
+
+The happy path is one typed msgspec decode (JSONL via ``Decoder.decode_lines``) followed by a few
+C-level passes that look for control characters in identifiers. Only when that fails do we go line by
+line to locate and classify the problem, so a valid 50 MiB history pays for no diagnostics it does not
+need. Error messages hold codes, JSON paths, line numbers and at most a short escaped prefix of a bad
+value: never content.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from itertools import chain
+from operator import attrgetter
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from ._exceptions import HistoryRecordError
+from ._model import (
+    ArtifactReferenceBlock,
+    CanonicalMessage,
+    ImageBlock,
+    OpaqueProviderBlock,
+    RuntimeHistorySnapshot,
+    SummaryReferenceBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ._validation import escaped_prefix
+
+__all__ = [
+    "CANONICAL_BLOCK_TYPES",
+    "HISTORY_DECODE_CODES",
+    "HISTORY_MAX_BYTES",
+    "HISTORY_MAX_MESSAGES",
+    "UNKNOWN_BLOCK_POLICIES",
+    "UnknownBlockPolicy",
+    "check_message_identifiers",
+    "decode_canonical_message",
+    "decode_canonical_messages_jsonl",
+    "decode_runtime_history_snapshot",
+    "encode_canonical_message",
+    "encode_canonical_messages_jsonl",
+    "encode_runtime_history_snapshot",
+]
+
+HISTORY_MAX_BYTES: Final = 64 * 1024 * 1024
+HISTORY_MAX_MESSAGES: Final = 100_000
+
+HISTORY_DECODE_CODES: Final = (
+    "history-input-too-large",
+    "history-too-many-messages",
+    "history-record-unterminated",
+    "history-json-malformed",
+    "history-field-invalid",
+    "history-block-type-unknown",
+    "history-string-too-long",
+    "history-identifier-invalid",
+)
+
+CANONICAL_BLOCK_TYPES: Final = (
+    "text",
+    "thinking",
+    "toolCall",
+    "toolResult",
+    "image",
+    "fileReference",
+    "artifactReference",
+    "summaryReference",
+    "opaqueProvider",
+)
+
+UnknownBlockPolicy: TypeAlias = Literal["reject", "opaque"]
+UNKNOWN_BLOCK_POLICIES: Final = ("reject", "opaque")
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_AT_PATH = re.compile(r" - at `(?P<path>[^`]*)`$")
+_QUOTED = re.compile(r"'(?P<value>[^']*)'")
+_PATH_CHARS: Final = 160
+_KNOWN_BLOCK_TYPES = frozenset(CANONICAL_BLOCK_TYPES)
+
+_message_decoder = msgspec.json.Decoder(CanonicalMessage)
+_snapshot_decoder = msgspec.json.Decoder(RuntimeHistorySnapshot)
+_encoder = msgspec.json.Encoder()
+_any_decoder = msgspec.json.Decoder()
+
+Data: TypeAlias = bytes | bytearray | memoryview | str
+
+
+def _as_bytes(data: Data) -> bytes:
+    if isinstance(data, str):
+        return data.encode("utf-8", "surrogatepass")
+    return bytes(data) if not isinstance(data, bytes) else data
+
+
+def _where(line: int | None, path: str | None) -> str:
+    parts = []
+    if line is not None:
+        parts.append(f"line {line}")
+    if path:
+        parts.append(f"at {path}")
+    return (" (" + ", ".join(parts) + ")") if parts else ""
+
+
+def _fail(code: str, detail: str, *, line: int | None = None, path: str | None = None) -> HistoryRecordError:
+    safe_path = escaped_prefix(path, _PATH_CHARS) if path else None
+    return HistoryRecordError(code, detail + _where(line, safe_path), line=line, path=safe_path)
+
+
+def _check_size(data: bytes, max_bytes: int) -> None:
+    if len(data) > max_bytes:
+        raise HistoryRecordError(
+            "history-input-too-large", f"input is {len(data)} bytes; the limit is {max_bytes} bytes"
+        )
+
+
+def _check_policy(unknown_blocks: str) -> None:
+    if unknown_blocks not in UNKNOWN_BLOCK_POLICIES:
+        raise ValueError(f"unknown_blocks must be one of {UNKNOWN_BLOCK_POLICIES}")
+
+
+def _validation_failure(
+    error: msgspec.ValidationError, line: int | None, prefix: str = ""
+) -> HistoryRecordError:
+    text = str(error)
+    match = _AT_PATH.search(text)
+    path = prefix + match.group("path")[1:] if match else (prefix or "$")
+    path = "$" + path if not path.startswith("$") else path
+    reason = text[: match.start()] if match else text
+    if "length <=" in reason:
+        return _fail("history-string-too-long", "a string is longer than its limit", line=line, path=path)
+    if path.endswith(".type") and ".blocks[" in path and reason.startswith("Invalid value"):
+        value = _QUOTED.search(reason)
+        shown = escaped_prefix(value.group("value"), 24) if value else "?"
+        return _fail("history-block-type-unknown", f"unknown block type '{shown}'", line=line, path=path)
+    # msgspec quotes offending values in some messages; keep at most a short escaped prefix of them.
+    reason = _QUOTED.sub(lambda m: "'" + escaped_prefix(m.group("value"), 16) + "'", reason)
+    return _fail("history-field-invalid", reason.strip() or "invalid value", line=line, path=path)
+
+
+def _opaque_blocks(message: Any) -> Any:
+    """Wrap blocks of unknown type as ``opaqueProvider`` so nothing is lost; leave everything else alone."""
+    if not isinstance(message, dict):
+        return message
+    blocks = message.get("blocks")
+    if not isinstance(blocks, list):
+        return message
+    wrapped = []
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if isinstance(block, dict) and "type" in block and kind not in _KNOWN_BLOCK_TYPES:
+            opaque: dict[str, Any] = {"type": "opaqueProvider", "value": block}
+            if isinstance(kind, str):
+                opaque["originalType"] = kind
+            wrapped.append(opaque)
+        else:
+            wrapped.append(block)
+    return {**message, "blocks": wrapped}
+
+
+def _decode_one(raw: bytes, line: int | None, unknown_blocks: str) -> CanonicalMessage:
+    try:
+        return _message_decoder.decode(raw)
+    except msgspec.ValidationError as error:
+        failure = _validation_failure(error, line)
+        if failure.code != "history-block-type-unknown" or unknown_blocks != "opaque":
+            raise failure from None
+    except msgspec.DecodeError:
+        raise _fail("history-json-malformed", "record is not valid JSON", line=line) from None
+    try:
+        return msgspec.convert(_opaque_blocks(_any_decoder.decode(raw)), CanonicalMessage)
+    except msgspec.ValidationError as error:
+        raise _validation_failure(error, line) from None
+
+
+def _identifier_fields(messages: Sequence[CanonicalMessage]) -> Iterable[tuple[str, Iterable[Any]]]:
+    """(JSON path, values) pairs of every identifier-typed field, gathered with C-level iteration."""
+    provenances = list(map(attrgetter("provenance"), messages))
+    blocks = list(chain.from_iterable(map(attrgetter("blocks"), messages)))
+    calls = [block for block in blocks if type(block) is ToolCallBlock]
+    results = [block for block in blocks if type(block) is ToolResultBlock]
+    rare = [block for block in blocks if type(block) in _RARE_IDENTIFIER_BLOCKS]
+    return (
+        ("$.id", map(attrgetter("id"), messages)),
+        ("$.sourceEntryId", map(attrgetter("source_entry_id"), messages)),
+        ("$.provider", map(attrgetter("provider"), messages)),
+        ("$.model", map(attrgetter("model"), messages)),
+        ("$.createdAt", map(attrgetter("created_at"), messages)),
+        ("$.provenance.sessionId", map(attrgetter("session_id"), provenances)),
+        ("$.provenance.entryId", map(attrgetter("entry_id"), provenances)),
+        ("$.provenance.runtimeId", map(attrgetter("runtime_id"), provenances)),
+        ("$.provenance.originalRole", map(attrgetter("original_role"), provenances)),
+        ("$.blocks[].id", map(attrgetter("id"), calls)),
+        ("$.blocks[].name", map(attrgetter("name"), calls)),
+        ("$.blocks[].toolCallId", map(attrgetter("tool_call_id"), results)),
+        ("$.blocks[].toolName", map(attrgetter("tool_name"), results)),
+        ("$.blocks[]", (_rare_identifier(block) for block in rare)),
+    )
+
+
+_RARE_IDENTIFIER_BLOCKS = frozenset(
+    {ArtifactReferenceBlock, SummaryReferenceBlock, ImageBlock, OpaqueProviderBlock}
+)
+
+
+def _rare_identifier(block: Any) -> str | None:
+    kind = type(block)
+    if kind is ArtifactReferenceBlock:
+        return str(block.artifact_id)
+    if kind is SummaryReferenceBlock:
+        return str(block.summary_id)
+    if kind is ImageBlock:
+        return block.mime_type  # type: ignore[no-any-return]
+    return block.original_type  # type: ignore[no-any-return]
+
+
+def _has_control(values: Iterable[Any]) -> bool:
+    # One regex scan over the concatenation: non-strings (None, timestamps as numbers) are skipped.
+    return _CONTROL.search("".join([value for value in values if type(value) is str])) is not None
+
+
+def _first_bad_identifier(messages: Sequence[CanonicalMessage]) -> tuple[int, str] | None:
+    """Index and field path of the first identifier holding a control character, if any."""
+    if not any(_has_control(values) for _path, values in _identifier_fields(messages)):
+        return None
+    # Slow path, taken only for a bad history: find the message and the field.
+    for index, message in enumerate(messages):
+        for path, values in _identifier_fields((message,)):
+            if _has_control(values):
+                return index, path
+    return None  # pragma: no cover - the fast scan and the slow scan look at the same fields
+
+
+def _identifier_failure(line: int | None, path: str) -> HistoryRecordError:
+    return _fail(
+        "history-identifier-invalid", "an identifier contains control characters", line=line, path=path
+    )
+
+
+def check_message_identifiers(messages: Sequence[CanonicalMessage], *, first_line: int | None = None) -> None:
+    """Raise ``history-identifier-invalid`` when an identifier of ``messages`` holds a control character.
+
+    Decoding already enforces lengths through the model's types; this is the check msgspec cannot make
+    cheaply. ``first_line`` is the JSONL line of ``messages[0]``, used in the error when given.
+    """
+    found = _first_bad_identifier(messages)
+    if found is not None:
+        index, path = found
+        raise _identifier_failure(None if first_line is None else first_line + index, path)
+
+
+def _decode_lines_one_by_one(data: bytes, unknown_blocks: str) -> list[CanonicalMessage]:
+    return [
+        _decode_one(raw, number, unknown_blocks)
+        for number, raw in enumerate(data.split(b"\n"), start=1)
+        if raw.strip()
+    ]
+
+
+def decode_canonical_message(
+    data: Data, *, unknown_blocks: UnknownBlockPolicy = "reject"
+) -> CanonicalMessage:
+    """Decode one canonical message from JSON. Blocks of unknown type are rejected, or wrapped as
+    ``opaqueProvider`` (``originalType`` + the whole block as ``value``) with ``unknown_blocks="opaque"``.
+    """
+    _check_policy(unknown_blocks)
+    raw = _as_bytes(data)
+    _check_size(raw, HISTORY_MAX_BYTES)
+    message = _decode_one(raw, None, unknown_blocks)
+    check_message_identifiers((message,))
+    return message
+
+
+def decode_canonical_messages_jsonl(
+    data: Data,
+    *,
+    max_bytes: int = HISTORY_MAX_BYTES,
+    max_messages: int = HISTORY_MAX_MESSAGES,
+    unknown_blocks: UnknownBlockPolicy = "reject",
+) -> tuple[CanonicalMessage, ...]:
+    """Decode JSONL, one canonical message per line. Blank lines are skipped; the last record must end
+    with a newline (an unterminated record is what a torn write looks like, so it is rejected).
+    """
+    _check_policy(unknown_blocks)
+    raw = _as_bytes(data)
+    _check_size(raw, max_bytes)
+    tail = raw[raw.rfind(b"\n") + 1 :]
+    if tail.strip():
+        line = raw.count(b"\n") + 1
+        raise _fail("history-record-unterminated", "the last record does not end with a newline", line=line)
+    try:
+        messages: Sequence[CanonicalMessage] = _message_decoder.decode_lines(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        messages = _decode_lines_one_by_one(raw, unknown_blocks)
+    if len(messages) > max_messages:
+        raise _fail("history-too-many-messages", f"more than {max_messages} messages")
+    found = _first_bad_identifier(messages)
+    if found is not None:
+        index, path = found
+        numbers = [number for number, line in enumerate(raw.split(b"\n"), start=1) if line.strip()]
+        raise _identifier_failure(numbers[index], path)
+    return tuple(messages)
+
+
+def decode_runtime_history_snapshot(
+    data: Data,
+    *,
+    max_bytes: int = HISTORY_MAX_BYTES,
+    max_messages: int = HISTORY_MAX_MESSAGES,
+    unknown_blocks: UnknownBlockPolicy = "reject",
+) -> RuntimeHistorySnapshot:
+    """Decode a ``runtime-history-v1`` snapshot document. Decoding does not validate invariants: call
+    ``validate_runtime_history_snapshot`` (groups, provenance, identity) on the result.
+    """
+    _check_policy(unknown_blocks)
+    raw = _as_bytes(data)
+    _check_size(raw, max_bytes)
+    try:
+        snapshot: RuntimeHistorySnapshot = _snapshot_decoder.decode(raw)
+    except msgspec.DecodeError:
+        raise _fail("history-json-malformed", "snapshot is not valid JSON") from None
+    except msgspec.ValidationError as error:
+        failure = _validation_failure(error, None)
+        if failure.code != "history-block-type-unknown" or unknown_blocks != "opaque":
+            raise failure from None
+        document = _any_decoder.decode(raw)
+        if isinstance(document, dict) and isinstance(document.get("messages"), list):
+            document = {**document, "messages": [_opaque_blocks(m) for m in document["messages"]]}
+        try:
+            snapshot = msgspec.convert(document, RuntimeHistorySnapshot)
+        except msgspec.ValidationError as again:
+            raise _validation_failure(again, None) from None
+    if len(snapshot.messages) > max_messages:
+        raise _fail("history-too-many-messages", f"more than {max_messages} messages")
+    identity = (snapshot.schema_version, snapshot.runtime_id, snapshot.session_id, snapshot.revision)
+    groups = snapshot.tool_atomic_groups
+    group_ids = chain(
+        map(attrgetter("id"), groups),
+        chain.from_iterable(map(attrgetter("message_ids"), groups)),
+        chain.from_iterable(map(attrgetter("tool_call_ids"), groups)),
+    )
+    if _has_control(identity) or _has_control((snapshot.project_root,)):
+        raise _fail(
+            "history-identifier-invalid", "a snapshot identifier contains control characters", path="$"
+        )
+    if _has_control(group_ids):
+        raise _fail(
+            "history-identifier-invalid",
+            "a tool atomic group identifier contains control characters",
+            path="$.toolAtomicGroups",
+        )
+    found = _first_bad_identifier(snapshot.messages)
+    if found is not None:
+        index, path = found
+        raise _identifier_failure(None, f"$.messages[{index}]{path[1:]}")
+    return snapshot
+
+
+def encode_canonical_message(message: CanonicalMessage) -> bytes:
+    """Canonical JSON of one message: camelCase names, unset optional fields omitted, deterministic."""
+    return _encoder.encode(message)
+
+
+def encode_canonical_messages_jsonl(messages: Iterable[CanonicalMessage]) -> bytes:
+    """JSONL: one message per line, every line (the last too) terminated by a newline."""
+    buffer = bytearray()
+    for message in messages:
+        _encoder.encode_into(message, buffer, -1)
+        buffer.extend(b"\n")
+    return bytes(buffer)
+
+
+def encode_runtime_history_snapshot(snapshot: RuntimeHistorySnapshot) -> bytes:
+    """Canonical JSON of a snapshot; decoding it gives an equal snapshot."""
+    return _encoder.encode(snapshot)
