@@ -17,7 +17,8 @@ Where a builtin fits, the class also subclasses it, so ``except ValueError`` kee
     ├── CompletionRequestError(ValueError)  a completion request an adapter must not send
     ├── ConformanceTargetError(ValueError)  a ``package.module:factory`` target that cannot be loaded
     ├── InteropFormatError(ValueError)      a provider-format message that cannot be converted (.path)
-    └── TokenEstimateError(ValueError)      bad calibration samples or a broken injected tokenizer
+    ├── TokenEstimateError(ValueError)      bad calibration samples or a broken injected tokenizer
+    └── PlanRestoreError(LookupError)       ``restore(plan, id)`` for an id the plan's history lacks
 
     HistoryDecodeError also has HistoryRecordError: a record that failed to decode (.line, .path)
 """
@@ -38,6 +39,7 @@ __all__ = [
     "HistoryValidationError",
     "InteropFormatError",
     "MissingExtraError",
+    "PlanRestoreError",
     "PrivacyEnforcementError",
     "PrivacyPolicyError",
     "StableJsonError",
@@ -142,3 +144,7 @@ class InteropFormatError(Ds4ContextError, ValueError):
 
 class TokenEstimateError(Ds4ContextError, ValueError):
     """Token estimation could not proceed: invalid calibration samples or a broken injected tokenizer."""
+
+
+class PlanRestoreError(Ds4ContextError, LookupError):
+    """``restore(plan, message_id)`` was asked for an id that the plan's history does not contain."""

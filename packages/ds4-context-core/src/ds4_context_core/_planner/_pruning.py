@@ -1,0 +1,233 @@
+"""Layers 1 and 2: judged trimming of old tool results and deterministic receipts for read-only steps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Final, Protocol, runtime_checkable
+
+import msgspec
+
+from ds4_context_core.config import DEFAULT_EVIDENCE_WORDS, DEFAULT_READ_ONLY_TOOLS, DEFAULT_WRITE_TOOLS
+
+from ._index import normalize_tool_name
+
+JUDGE_REASONS: Final = (
+    "edited-later",
+    "evidence",
+    "recent",
+    "reread-later",
+    "side-effect",
+    "size",
+    "tool-kind",
+)
+
+TRIM_MARKER_PREFIX: Final = "[ds4-context: "
+RECEIPT_HEADER: Final = "[ds4-context receipt]"
+_IDENTIFYING_KEYS: Final = (
+    "command",
+    "file_path",
+    "notebook_path",
+    "pattern",
+    "query",
+    "path",
+    "url",
+    "glob",
+)
+_PAYLOAD_KEYS: Final = frozenset(
+    {"content", "old_string", "new_string", "prompt", "new_source", "edits", "patch"}
+)
+_ARGUMENT_CHARS: Final = 120
+_SHELL_TOOLS: Final = frozenset({"bash", "shell", "sh", "exec", "run", "terminal", "command"})
+
+
+class JudgeCandidate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One old tool result that could be trimmed. ``content`` is the (sanitized) result text."""
+
+    message_id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, object]
+    content: str
+    is_error: bool
+    messages_after: int
+    later_reread: bool
+    later_edited: bool
+    has_evidence: bool
+
+
+class Verdict(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """P(still needed verbatim for the goal) and P(the call changed state outside the session)."""
+
+    keep_probability: float
+    side_effect_probability: float
+    reason: str = "tool-kind"
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Scores trimming candidates. Must return one verdict per candidate, in order, deterministically."""
+
+    def judge(self, candidates: Sequence[JudgeCandidate], *, goal: str) -> Sequence[Verdict]: ...
+
+
+class DefaultJudge:
+    """A deterministic, local judge: tool kind, recency, size, evidence words, later re-reads and edits."""
+
+    def __init__(
+        self,
+        *,
+        read_only_tools: Iterable[str] = DEFAULT_READ_ONLY_TOOLS,
+        write_tools: Iterable[str] = DEFAULT_WRITE_TOOLS,
+        recent_messages: int = 40,
+    ) -> None:
+        self._read_only = frozenset(normalize_tool_name(name) for name in read_only_tools)
+        self._write = frozenset(normalize_tool_name(name) for name in write_tools)
+        self._recent = max(1, recent_messages)
+
+    def judge(self, candidates: Sequence[JudgeCandidate], *, goal: str) -> Sequence[Verdict]:
+        del goal  # the local judge scores structure, not meaning
+        return [self._one(candidate) for candidate in candidates]
+
+    def _one(self, candidate: JudgeCandidate) -> Verdict:
+        name = normalize_tool_name(candidate.tool_name)
+        if name in self._read_only:
+            keep, side_effect = 0.3, 0.02
+        elif name in self._write:
+            keep, side_effect = 0.6, 0.9
+        elif name in _SHELL_TOOLS:
+            keep, side_effect = 0.4, 0.6
+        else:
+            keep, side_effect = 0.45, 0.5
+        reason = "tool-kind"
+        freshness = max(0.0, 1.0 - candidate.messages_after / self._recent)
+        if freshness > 0:
+            keep += 0.3 * freshness
+            reason = "recent"
+        if len(candidate.content) > 8000:
+            keep -= 0.1
+            reason = "size" if reason == "tool-kind" else reason
+        if candidate.later_edited:
+            keep -= 0.2
+            reason = "edited-later"
+        elif candidate.later_reread:
+            keep -= 0.15
+            reason = "reread-later"
+        if candidate.has_evidence or candidate.is_error:
+            keep += 0.35
+            reason = "evidence"
+        return Verdict(
+            keep_probability=round(min(1.0, max(0.0, keep)), 6),
+            side_effect_probability=side_effect,
+            reason=reason,
+        )
+
+
+@lru_cache(maxsize=32)
+def _evidence_words(words: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted({word.strip().lower() for word in words if word.strip()}))
+
+
+def _at_boundary(text: str, start: int, end: int) -> bool:
+    # A word counts at an identifier or camelCase boundary: "debug" has no "bug", "parseError" has one.
+    before = text[start - 1] if start > 0 else ""
+    camel = (before.islower() or before.isdigit()) and text[start].isupper()
+    if before.isalnum() and not camel:
+        return False
+    after = text[end : end + 3]
+    if after[:1].islower() and after[:1].isalpha():
+        # plural and past forms keep the word ("errors"); any other letter makes it a different word
+        plural = after[:1] == "s" and not after[1:2].isalpha()
+        return plural or (after[:2] == "ed" and not after[2:3].isalpha())
+    return True
+
+
+def contains_evidence(text: str, words: Sequence[str] = DEFAULT_EVIDENCE_WORDS) -> bool:
+    """Whether ``text`` mentions an evidence word (errors, failures, todos, ...) that must be kept.
+
+    Matching ignores case but respects identifier and camelCase boundaries, so ``debug`` does not
+    contain ``bug`` while ``parseError`` and ``ERROR:`` contain ``error``.
+    """
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a few characters change length when lowered; stay exact
+        lowered = "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
+    for word in _evidence_words(tuple(words)):
+        start = lowered.find(word)
+        while start >= 0:
+            if _at_boundary(text, start, start + len(word)):
+                return True
+            start = lowered.find(word, start + 1)
+    return False
+
+
+def trim_text(text: str, head_chars: int, tail_chars: int, original_id: str) -> str | None:
+    """Head + one marker + tail, by code point; ``None`` when that would not strictly shrink ``text``."""
+    removed = len(text) - head_chars - tail_chars
+    if removed <= 0:
+        return None
+    marker = (
+        f"\n{TRIM_MARKER_PREFIX}{removed} characters trimmed; the original is intact and restorable "
+        f"as {_short(original_id)}]\n"
+    )
+    trimmed = text[:head_chars] + marker + (text[len(text) - tail_chars :] if tail_chars else "")
+    return trimmed if len(trimmed) < len(text) else None
+
+
+def _short(value: str, limit: int = _ARGUMENT_CHARS) -> str:
+    flat = " ".join(value.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def identifying_arguments(arguments: object) -> str:
+    """The most identifying argument of a call, else short ``key=value`` pairs without payload keys."""
+    if not isinstance(arguments, dict):
+        return ""
+    for key in _IDENTIFYING_KEYS:
+        value = arguments.get(key)
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            return _short(f"{key}={value}")
+    pairs = []
+    for key in sorted(arguments, key=str):
+        value = arguments[key]
+        if key in _PAYLOAD_KEYS or not isinstance(value, str | int | float | bool):
+            continue
+        pairs.append(f"{key}={value}")
+    return _short(" ".join(pairs))
+
+
+class ReceiptCall(msgspec.Struct, frozen=True, kw_only=True):
+    tool_name: str
+    arguments: dict[str, object]
+    output_chars: int
+    is_error: bool
+
+
+def build_receipt_text(
+    *,
+    receipt_id: str,
+    first_message_id: str,
+    last_message_id: str,
+    message_count: int,
+    calls: Sequence[ReceiptCall],
+    assistant_notes: str,
+    note_chars: int,
+) -> str:
+    """The deterministic fact list that stands in for compacted read-only steps (no model inference)."""
+    total = sum(call.output_chars for call in calls)
+    lines = [
+        f"{RECEIPT_HEADER} {len(calls)} read-only tool call(s) over {message_count} message(s) "
+        f"({_short(first_message_id)} .. {_short(last_message_id)}) returned {total} characters.",
+        f"The originals are intact and restorable as {receipt_id}; "
+        "re-run the same call to see a result again.",
+    ]
+    notes = " ".join(assistant_notes.split())
+    if notes and note_chars > 0:
+        quoted = notes if len(notes) <= note_chars else notes[: max(0, note_chars - 3)] + "..."
+        lines.append(f'Assistant notes: "{quoted}"')
+    for call in calls:
+        arguments = identifying_arguments(call.arguments)
+        status = " (error)" if call.is_error else ""
+        lines.append(
+            f"- {_short(call.tool_name, 60)} {arguments} -> {call.output_chars} chars{status}".rstrip()
+        )
+    return "\n".join(lines)

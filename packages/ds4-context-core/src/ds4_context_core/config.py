@@ -1,0 +1,273 @@
+"""User-facing configuration (``ds4-context-config-v1``): one pydantic model, defaults in one place.
+
+``load_config(mapping)`` never raises for bad content: an unknown key, a value of the wrong type or out
+of range, or an inconsistent combination is reported as a :class:`ConfigWarning` and the default is
+used instead, so a typo in a host's settings file never breaks a turn. Warnings name the key path and
+never echo the rejected value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = [
+    "CONFIG_SCHEMA_ID",
+    "CONFIG_WARNING_CODES",
+    "DEFAULT_EVIDENCE_WORDS",
+    "DEFAULT_READ_ONLY_TOOLS",
+    "DEFAULT_WRITE_TOOLS",
+    "BudgetConfig",
+    "ConfigLoadResult",
+    "ConfigWarning",
+    "Ds4ContextConfig",
+    "PlannerConfig",
+    "PruningConfig",
+    "load_config",
+]
+
+CONFIG_SCHEMA_ID: Final = "ds4-context-config-v1"
+
+CONFIG_WARNING_CODES: Final = (
+    "config-key-unknown",
+    "config-not-a-mapping",
+    "config-ratios-inconsistent",
+    "config-schema-unknown",
+    "config-section-invalid",
+    "config-value-invalid",
+)
+
+# Tool names are compared after normalisation: lower case, with "_" and "-" removed.
+DEFAULT_READ_ONLY_TOOLS: Final = (
+    "cat",
+    "fetch",
+    "find",
+    "glob",
+    "grep",
+    "list",
+    "ls",
+    "read",
+    "readfile",
+    "search",
+    "stat",
+    "tree",
+    "view",
+    "webfetch",
+    "websearch",
+)
+
+DEFAULT_WRITE_TOOLS: Final = (
+    "applypatch",
+    "create",
+    "edit",
+    "multiedit",
+    "notebookedit",
+    "strreplacebasededittool",
+    "strreplaceeditor",
+    "write",
+    "writefile",
+)
+
+DEFAULT_EVIDENCE_WORDS: Final = (
+    "assertion",
+    "bug",
+    "error",
+    "exception",
+    "fail:",
+    "failed",
+    "fixme",
+    "mismatch",
+    "panic",
+    "stack trace",
+    "todo",
+    "traceback",
+    "unexpected",
+)
+
+_MAX_WARNINGS: Final = 64
+_MAX_PATH_CHARS: Final = 120
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class BudgetConfig(_Section):
+    """How the token budget is derived from a model descriptor (all limits in tokens)."""
+
+    target_fill_ratio: float = Field(
+        default=0.7, gt=0.0, le=1.0, description="Fill aimed at after a compaction."
+    )
+    soft_limit_ratio: float = Field(
+        default=0.8, gt=0.0, le=1.0, description="Fill that triggers a compaction."
+    )
+    hard_limit_ratio: float = Field(default=0.9, gt=0.0, le=1.0, description="Fill a plan may never exceed.")
+    minimum_output_reserve: int = Field(default=8192, ge=0, le=1_000_000)
+    preferred_output_reserve: int = Field(default=32768, ge=0, le=1_000_000)
+    safety_margin_ratio: float = Field(default=0.02, ge=0.0, le=0.5)
+    safety_margin_min: int = Field(default=1024, ge=0, le=1_000_000)
+    safety_margin_max: int = Field(default=8192, ge=0, le=1_000_000)
+    calibration_ratio: float = Field(
+        default=1.0, gt=0.0, le=100.0, description="actual/estimate; values below 1 never raise the limits."
+    )
+    pin_cap_ratio: float = Field(
+        default=0.25, gt=0.0, le=1.0, description="Share of the hard limit pins may use."
+    )
+
+
+class PlannerConfig(_Section):
+    """Planner behaviour. ``None`` ceilings follow the adaptive ceilings of the context window."""
+
+    recent_tail_tokens: int | None = Field(default=None, ge=0, le=10_000_000)
+    retrieved_history_tokens: int | None = Field(default=None, ge=0, le=10_000_000)
+    project_snippet_tokens: int | None = Field(default=None, ge=0, le=10_000_000)
+    summary_tokens: int | None = Field(default=None, ge=0, le=10_000_000)
+    memory_tokens: int | None = Field(default=None, ge=0, le=10_000_000)
+    compaction_batch_ratio: float = Field(
+        default=0.2, ge=0.0, le=0.9, description="Least share of the hard limit one compaction frees."
+    )
+
+
+class PruningConfig(_Section):
+    """Layer 1 (judged trimming of old tool results) and layer 2 (deterministic receipts)."""
+
+    enabled: bool = True
+    receipts: bool = True
+    dry_run: bool = Field(default=False, description="Decide and report, but change nothing in the plan.")
+    preserve_recent: int = Field(default=4, ge=0, le=10_000)
+    never_prune_tools: tuple[str, ...] = ()
+    read_only_tools: tuple[str, ...] = DEFAULT_READ_ONLY_TOOLS
+    write_tools: tuple[str, ...] = DEFAULT_WRITE_TOOLS
+    evidence_words: tuple[str, ...] = DEFAULT_EVIDENCE_WORDS
+    min_chars_to_prune: int = Field(default=400, ge=0, le=100_000_000)
+    min_gain_chars: int = Field(default=40, ge=0, le=100_000_000)
+    head_chars: int = Field(default=600, ge=0, le=1_000_000)
+    tail_chars: int = Field(default=200, ge=0, le=1_000_000)
+    protect_keep_probability: float = Field(default=0.5, ge=0.0, le=1.0)
+    sparse_keep_floor: float = Field(default=0.2, ge=0.0, le=1.0)
+    sparse_candidate_count: int = Field(default=4, ge=0, le=10_000)
+    receipt_keep_quantile: float = Field(default=0.34, ge=0.0, le=1.0)
+    receipt_max_side_effect: float = Field(default=0.2, ge=0.0, le=1.0)
+    receipt_max_assistant_chars: int = Field(default=1200, ge=0, le=1_000_000)
+    receipt_max_reasoning_chars: int = Field(default=4000, ge=0, le=1_000_000)
+    receipt_min_range_chars: int = Field(default=2000, ge=0, le=100_000_000)
+    receipt_max_ratio: float = Field(default=0.5, gt=0.0, le=1.0)
+    receipt_max_per_pass: int = Field(default=3, ge=0, le=1000)
+    receipt_note_chars: int = Field(default=400, ge=0, le=10_000)
+
+
+class Ds4ContextConfig(_Section):
+    """The whole configuration. Build it with :func:`load_config` to get warnings instead of errors."""
+
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    planner: PlannerConfig = Field(default_factory=PlannerConfig)
+    pruning: PruningConfig = Field(default_factory=PruningConfig)
+
+
+class ConfigWarning(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One rejected part of a configuration. ``path`` is a dotted key path; no value is ever echoed."""
+
+    code: str
+    path: str
+    detail: str
+
+
+class ConfigLoadResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A usable configuration plus everything that was rejected while reading it."""
+
+    config: Any  # Ds4ContextConfig; pydantic models are not msgspec types
+    warnings: tuple[ConfigWarning, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.warnings
+
+
+def _safe_path(*parts: object) -> str:
+    text = ".".join(str(part) for part in parts)
+    cleaned = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return cleaned[:_MAX_PATH_CHARS]
+
+
+def _load_section(
+    model: type[_Section], raw: Any, path: str, warnings: list[ConfigWarning]
+) -> _Section | None:
+    if not isinstance(raw, Mapping):
+        warnings.append(ConfigWarning(code="config-section-invalid", path=path, detail="not a mapping"))
+        return None
+    accepted: dict[str, Any] = {}
+    fields = model.model_fields
+    for key in sorted(raw, key=str):
+        value = raw[key]
+        if not isinstance(key, str) or key not in fields:
+            warnings.append(
+                ConfigWarning(code="config-key-unknown", path=_safe_path(path, key), detail="ignored")
+            )
+            continue
+        annotation = fields[key].annotation
+        if isinstance(annotation, type) and issubclass(annotation, _Section):
+            nested = _load_section(annotation, value, _safe_path(path, key), warnings)
+            if nested is not None:
+                accepted[key] = nested
+            continue
+        try:
+            model.model_validate({key: value})
+        except ValidationError as error:
+            kinds = sorted({str(item["type"]) for item in error.errors()})
+            warnings.append(
+                ConfigWarning(
+                    code="config-value-invalid",
+                    path=_safe_path(path, key),
+                    detail="default used (" + ", ".join(kinds)[:80] + ")",
+                )
+            )
+            continue
+        accepted[key] = value
+    section = model.model_validate(accepted)
+    if isinstance(section, BudgetConfig) and not (
+        section.target_fill_ratio <= section.soft_limit_ratio <= section.hard_limit_ratio
+        and section.safety_margin_min <= section.safety_margin_max
+    ):
+        warnings.append(
+            ConfigWarning(
+                code="config-ratios-inconsistent",
+                path=path,
+                detail="need target <= soft <= hard and margin min <= max; budget defaults used",
+            )
+        )
+        section = BudgetConfig()
+    return section
+
+
+def load_config(data: object = None) -> ConfigLoadResult:
+    """Read a configuration mapping (for example parsed JSON or TOML) without ever raising.
+
+    ``data`` may be ``None`` (all defaults), a :class:`Ds4ContextConfig`, or a mapping; anything else
+    gives the defaults and a ``config-not-a-mapping`` warning.
+
+    A top-level ``"schema"`` key, when present, must be ``"ds4-context-config-v1"``.
+    """
+    if data is None:
+        return ConfigLoadResult(config=Ds4ContextConfig())
+    if isinstance(data, Ds4ContextConfig):
+        return ConfigLoadResult(config=data)
+    warnings: list[ConfigWarning] = []
+    if not isinstance(data, Mapping):
+        warnings.append(ConfigWarning(code="config-not-a-mapping", path="", detail="defaults used"))
+        return ConfigLoadResult(config=Ds4ContextConfig(), warnings=tuple(warnings))
+    body = dict(data)
+    if "schema" in body and body.pop("schema") != CONFIG_SCHEMA_ID:
+        warnings.append(
+            ConfigWarning(code="config-schema-unknown", path="schema", detail="read as " + CONFIG_SCHEMA_ID)
+        )
+    config = _load_section(Ds4ContextConfig, body, "", warnings)
+    if not isinstance(config, Ds4ContextConfig):  # pragma: no cover - the mapping case always yields one
+        config = Ds4ContextConfig()
+    # Paths of top-level keys start with a dot from the empty root; drop it for readability.
+    cleaned = tuple(
+        msgspec.structs.replace(item, path=item.path.lstrip(".")) for item in warnings[:_MAX_WARNINGS]
+    )
+    return ConfigLoadResult(config=config, warnings=cleaned)
