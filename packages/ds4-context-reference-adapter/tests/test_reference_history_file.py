@@ -378,3 +378,17 @@ def test_paths_that_are_not_regular_files_are_refused(tmp_path, history):
         append_reference_history_message(link, make_message("u1"))
     assert caught.value.reason == "not-a-regular-file"
     assert history.read_bytes() == before
+
+
+def test_an_index_is_not_trusted_once_the_bytes_under_it_changed(history):
+    append_reference_history_message(history, make_message("u1"))  # this process indexes u1
+    header = history.read_bytes().splitlines(keepends=True)[0]
+    other = msgspec.json.encode({"type": "message", "message": make_message("u2")}) + b"\n"
+    # Same inode, same length, other content: what a recreated file reusing the inode number looks like.
+    with history.open("r+b") as handle:
+        handle.truncate(0)
+        handle.write(header + other)
+    assert append_reference_history_message(history, make_message("u1")).line == 3
+    with pytest.raises(ReferenceHistoryError) as caught:
+        append_reference_history_message(history, make_message("u2"))
+    assert caught.value.reason == "message-id-duplicate"

@@ -59,6 +59,7 @@ __all__ = [
     "append_reference_history_message",
     "create_reference_history",
     "read_reference_history",
+    "read_reference_history_header",
 ]
 
 REFERENCE_HISTORY_FORMAT: Final = "ds4-runtime-session-v1"
@@ -69,8 +70,11 @@ DEFAULT_MAX_MESSAGES: Final = 100_000
 _FILE_MODE: Final = 0o600
 _DIRECTORY_MODE: Final = 0o700
 _READ_CHUNK: Final = 1 << 20
+# A header is three identifiers and a path; anything longer is not a header.
+_HEADER_MAX_BYTES: Final = 16 * 1024
 # Processes appending to many files keep at most this many per-file indexes.
 _INDEX_CACHE_SIZE: Final = 16
+_INDEX_TAIL_BYTES: Final = 4096
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -185,11 +189,15 @@ def _canonical_root(project_root: str | os.PathLike[str]) -> str:
 class _HistoryIndex:
     """What an appender must know about the records already in one file, built incrementally."""
 
-    __slots__ = ("call_ids", "checked_bytes", "header", "message_ids", "messages")
+    __slots__ = ("call_ids", "checked_bytes", "header", "header_bytes", "message_ids", "messages", "tail")
 
-    def __init__(self, header: ReferenceHistoryHeader, checked_bytes: int) -> None:
+    def __init__(self, header: ReferenceHistoryHeader, checked_bytes: int, header_bytes: bytes = b"") -> None:
         self.header = header
         self.checked_bytes = checked_bytes
+        # The header line and the bytes just before ``checked_bytes`` identify the content indexed, so a
+        # new file that reuses the inode number of a deleted one is never mistaken for it.
+        self.header_bytes = header_bytes
+        self.tail = b""
         self.message_ids: set[str] = set()
         self.call_ids: set[str] = set()
         self.messages = 0
@@ -225,6 +233,17 @@ class _HistoryIndex:
                 raise ReferenceMessageRejectedError(
                     "tool-result-orphaned", "a tool result answers a call that is not in the history"
                 )
+
+    def extend_tail(self, data: bytes) -> None:
+        self.tail = (self.tail + data[-_INDEX_TAIL_BYTES:])[-_INDEX_TAIL_BYTES:]
+
+    def matches(self, fd: int, size: int) -> bool:
+        """Whether the file behind ``fd`` still starts with the bytes this index was built from."""
+        if self.checked_bytes > size:
+            return False
+        if os.pread(fd, len(self.header_bytes), 0) != self.header_bytes:
+            return False
+        return os.pread(fd, len(self.tail), self.checked_bytes - len(self.tail)) == self.tail
 
     def admit(self, message: CanonicalMessage) -> None:
         self.message_ids.add(message.id)
@@ -397,6 +416,7 @@ def read_reference_history(
     runtime_id: str | None = None,
     session_id: str | None = None,
     trusted_project_root: str | os.PathLike[str] | None = None,
+    previous: ReferenceHistory | None = None,
 ) -> ReferenceHistory:
     """Read and check a whole history file without ever modifying it.
 
@@ -405,6 +425,9 @@ def read_reference_history(
     ``session_id`` are given they must equal the header's. Raises a ``ReferenceHistoryError`` whose
     ``code`` is ``canonical-history-read-failed``, ``canonical-history-identity-mismatch`` or
     ``canonical-history-invalid``.
+
+    ``previous`` is an earlier result for the same path: when the bytes read now hash to its revision,
+    the identity checks are repeated and it is returned without decoding the records again.
     """
     limits = limits or ReferenceHistoryLimits()
     fd = _open_for_reading(path)
@@ -431,11 +454,14 @@ def read_reference_history(
     header_end = data.index(b"\n")
     header = _decode_header(data[:header_end])
     _check_identity(header, runtime_id, session_id, trusted_project_root)
+    revision = hashlib.sha256(data).hexdigest()
+    if previous is not None and previous.revision == revision and previous.header == header:
+        return previous
     messages = _decode_records(data, header_end + 1)
     snapshot = build_runtime_history_snapshot(
         runtime_id=header.runtime_id,
         session_id=header.session_id,
-        revision=hashlib.sha256(data).hexdigest(),
+        revision=revision,
         project_root=header.project_root,
         messages=messages,
     )
@@ -451,6 +477,26 @@ def read_reference_history(
             "snapshot-invalid", f"the history breaks canonical invariants ({codes})", issues=issues
         )
     return ReferenceHistory(header=header, snapshot=snapshot, size_bytes=len(data))
+
+
+def read_reference_history_header(path: str | os.PathLike[str]) -> ReferenceHistoryHeader:
+    """Only the header line (read with a small bound), for callers that need the identity up front."""
+    fd = _open_for_reading(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        head = os.pread(fd, _HEADER_MAX_BYTES + 1, 0)
+    except OSError:
+        raise ReferenceHistoryReadError("io-error", "the history file could not be read") from None
+    finally:
+        os.close(fd)
+    if not head:
+        raise ReferenceHistoryReadError("empty-file", "the history file is empty", line=1)
+    end = head.find(b"\n")
+    if end < 0:
+        if len(head) > _HEADER_MAX_BYTES:
+            raise ReferenceHistoryReadError("header-invalid", "the header line is too long", line=1)
+        raise ReferenceHistoryReadError("unterminated-record", "the header has no final newline", line=1)
+    return _decode_header(head[:end])
 
 
 def _check_identity(
@@ -572,23 +618,23 @@ def _catch_up(fd: int, key: tuple[int, int], size: int, limits: ReferenceHistory
             "file-too-large", f"the file is larger than {limits.max_file_bytes} bytes"
         )
     index = _cached_index(key)
-    if index is not None and (
-        index.checked_bytes > size or os.pread(fd, 1, index.checked_bytes - 1) != b"\n"
-    ):
-        index = None  # the file is not the one we indexed: start again from its first byte
     try:
+        if index is not None and not index.matches(fd, size):
+            index = None  # not the content we indexed: start again from the first byte
         if index is None:
             data = _read_range(fd, 0, size)
             if not data:
                 raise ReferenceHistoryReadError("empty-file", "the history file is empty", line=1)
             _check_shape(data, 0, 0, limits)
             header_end = data.index(b"\n")
-            index = _HistoryIndex(_decode_header(data[:header_end]), 0)
+            index = _HistoryIndex(_decode_header(data[:header_end]), 0, data[: header_end + 1])
             _scan_records(data, header_end + 1, 2, index, None)
+            index.extend_tail(data)
         elif index.checked_bytes < size:
             data = _read_range(fd, index.checked_bytes, size - index.checked_bytes)
             _check_shape(data, index.messages + 1, index.messages, limits)
             _scan_records(data, 0, index.messages + 2, index, None)
+            index.extend_tail(data)
     except OSError:
         _store_index(key, None)
         raise ReferenceHistoryReadError("io-error", "the history file could not be read") from None
@@ -664,6 +710,7 @@ def append_reference_history_message(
             raise failure from None
         index.admit(message)
         index.checked_bytes = size + len(record)
+        index.extend_tail(record)
         _store_index(key, index)
         return AppendedRecord(message_id=message.id, line=index.messages + 1, offset=size, length=len(record))
     finally:
