@@ -163,7 +163,7 @@ def _opaque_blocks(message: Any) -> Any:
 def _decode_one(raw: bytes, line: int | None, unknown_blocks: str) -> CanonicalMessage:
     try:
         return _message_decoder.decode(raw)
-    except msgspec.ValidationError as error:
+    except msgspec.ValidationError as error:  # a subclass of DecodeError: it must come first
         failure = _validation_failure(error, line)
         if failure.code != "history-block-type-unknown" or unknown_blocks != "opaque":
             raise failure from None
@@ -319,9 +319,7 @@ def decode_runtime_history_snapshot(
     _check_size(raw, max_bytes)
     try:
         snapshot: RuntimeHistorySnapshot = _snapshot_decoder.decode(raw)
-    except msgspec.DecodeError:
-        raise _fail("history-json-malformed", "snapshot is not valid JSON") from None
-    except msgspec.ValidationError as error:
+    except msgspec.ValidationError as error:  # a subclass of DecodeError: it must come first
         failure = _validation_failure(error, None)
         if failure.code != "history-block-type-unknown" or unknown_blocks != "opaque":
             raise failure from None
@@ -332,6 +330,8 @@ def decode_runtime_history_snapshot(
             snapshot = msgspec.convert(document, RuntimeHistorySnapshot)
         except msgspec.ValidationError as again:
             raise _validation_failure(again, None) from None
+    except msgspec.DecodeError:
+        raise _fail("history-json-malformed", "snapshot is not valid JSON") from None
     if len(snapshot.messages) > max_messages:
         raise _fail("history-too-many-messages", f"more than {max_messages} messages")
     identity = (snapshot.schema_version, snapshot.runtime_id, snapshot.session_id, snapshot.revision)
