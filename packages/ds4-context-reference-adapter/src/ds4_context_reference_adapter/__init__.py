@@ -16,6 +16,7 @@ from ._adapter import (
     ReferenceLocalKvRequest,
     ReferenceRuntimeAdapter,
 )
+from ._conformance import ReferenceConformanceFactory, conformance_factory
 from ._exceptions import (
     ERROR_CODES,
     ERROR_REASONS,
@@ -62,6 +63,7 @@ __all__ = [
     "EmbeddingPort",
     "ReferenceCompletionTransport",
     "ReferenceConfigError",
+    "ReferenceConformanceFactory",
     "ReferenceHistory",
     "ReferenceHistoryError",
     "ReferenceHistoryExistsError",
@@ -77,6 +79,7 @@ __all__ = [
     "ReferenceRuntimeAdapter",
     "__version__",
     "append_reference_history_message",
+    "conformance_factory",
     "create_reference_history",
     "read_reference_history",
     "read_reference_history_header",

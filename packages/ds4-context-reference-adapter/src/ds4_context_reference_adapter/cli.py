@@ -1,4 +1,5 @@
-"""The ``ds4-context-reference`` console command: create, append to, show and verify a history file.
+"""The ``ds4-context-reference`` console command: create, append to, show and verify a history file,
+and run the conformance kit against the reference adapter.
 
 Output never contains message content: ``show`` prints identifiers, roles, block kinds and sizes only.
 Exit status: 0 success, 1 the history or message was rejected (one line on stderr names the code and
@@ -16,7 +17,9 @@ from typing import Final, TextIO
 import msgspec
 
 from ds4_context_core import CanonicalMessage, Ds4ContextError
+from ds4_context_core.conformance import run_runtime_adapter_conformance_sync
 
+from ._conformance import conformance_factory
 from ._exceptions import ReferenceMessageRejectedError
 from ._jsonl import (
     DEFAULT_MAX_FILE_BYTES,
@@ -140,6 +143,19 @@ def _command_verify(options: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _command_conformance(options: argparse.Namespace, out: TextIO) -> int:
+    report = run_runtime_adapter_conformance_sync(conformance_factory, backend=options.backend)
+    if options.json:
+        out.write(msgspec.json.encode(report).decode("utf-8") + "\n")
+    else:
+        out.write(f"{report.version} {report.contract_version} {report.factory_name}\n")
+        for case in report.cases:
+            verdict = "passed" if case.passed else f"FAILED {case.failure_code}"
+            out.write(f"  {case.id:<18} {verdict}\n")
+        out.write("passed\n" if report.passed else "FAILED\n")
+    return EXIT_OK if report.passed else EXIT_REJECTED
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ds4-context-reference",
@@ -177,6 +193,12 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--session-id")
     verify.add_argument("--trusted-project-root")
     with_limits(verify)
+
+    conformance = commands.add_parser(
+        "conformance", help="run the runtime-adapter conformance kit on this adapter"
+    )
+    conformance.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
+    conformance.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
@@ -191,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _command_append(options, out)
         if options.command == "show":
             return _command_show(options, out)
+        if options.command == "conformance":
+            return _command_conformance(options, out)
         return _command_verify(options, out)
     except Ds4ContextError as error:
         reason = getattr(error, "reason", None)
