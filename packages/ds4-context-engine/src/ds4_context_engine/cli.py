@@ -1,14 +1,622 @@
-"""The ``ds4-context`` command line."""
+"""The ``ds4-context`` command line: inspect, plan, index and restore Pi sessions; run the demo.
+
+Every read command takes ``--json`` for machine-readable output. Errors print one line with a stable
+code (``error [code]: ...``) and exit with status 2; nothing is ever printed from a session's content
+except by ``restore``, whose job it is.
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
+
+import msgspec
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ds4_context_core import Ds4ContextError, ModelDescriptor
 
 from ._version import __version__
 
-__all__ = ["app", "main"]
+if TYPE_CHECKING:
+    from .commands import ContextWorkspace
 
-app = typer.Typer(name="ds4-context", no_args_is_help=True, add_completion=False)
+__all__ = ["DEMO_WINDOW_TOKENS", "EXIT_ERROR", "app", "main"]
+
+EXIT_ERROR: Final = 2
+DEMO_WINDOW_TOKENS: Final = 20_000
+_R = TypeVar("_R")
+
+app = typer.Typer(
+    name="ds4-context",
+    no_args_is_help=True,
+    add_completion=False,
+    help="Context management for agent hosts: inspect, plan and restore Pi session files.",
+)
+
+SessionArgument = Annotated[Path, typer.Argument(help="A Pi session file (.jsonl).", show_default=False)]
+StoreOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--store", help="Derived SQLite store (default: $DS4_CONTEXT_STORE or ~/.cache/ds4-context)."
+    ),
+]
+NoStoreOption = Annotated[bool, typer.Option("--no-store", help="Keep derived state in memory only.")]
+ModelOption = Annotated[str | None, typer.Option("--model", help="The model to plan for, as provider:model.")]
+WindowOption = Annotated[int | None, typer.Option("--window", min=1, help="Context window in tokens.")]
+MaxTokensOption = Annotated[
+    int | None, typer.Option("--max-tokens", min=1, help="Output tokens to reserve (default: window / 8).")
+]
+LeafOption = Annotated[str | None, typer.Option("--leaf", help="Plan the branch ending at this entry id.")]
+ConfigOption = Annotated[Path | None, typer.Option("--config", help="A ds4-context-config-v1 JSON file.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+def _commands() -> Any:
+    """The commands package, imported on first use so that ``--help`` and ``version`` start fast."""
+    from . import commands  # noqa: PLC0415
+
+    return commands
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _fail(code: str, message: str) -> typer.Exit:
+    typer.echo(f"error [{code}]: {message}", err=True)
+    return typer.Exit(EXIT_ERROR)
+
+
+def _guard(action: Callable[[], _R]) -> _R:
+    try:
+        return action()
+    except Ds4ContextError as error:
+        raise _fail(error.code, str(error.args[0]) if error.args else error.code) from None
+    except OSError as error:
+        raise _fail("file-unreadable", error.strerror or "cannot read a file") from None
+
+
+def _model(
+    reference: str | None, window: int | None, max_tokens: int | None, workspace_model: Any = None
+) -> Any:
+    if reference is None and window is None:
+        return None
+    if window is None:
+        raise _fail("window-required", "--model needs --window N (the context window in tokens)")
+    if reference is None:
+        provider, model_id = workspace_model if workspace_model else (None, None)
+        if not provider or not model_id:
+            raise _fail("model-required", "the session names no model; pass --model provider:model")
+    else:
+        from .providers import ModelReferenceError, parse_model_reference  # noqa: PLC0415 - only when asked
+
+        try:
+            parsed = parse_model_reference(reference)
+        except ModelReferenceError as error:
+            raise _fail(error.code, "the model must be written provider:model") from None
+        provider, model_id = parsed.provider, parsed.model
+    return ModelDescriptor(
+        provider=provider, id=model_id, context_window=window, max_tokens=max_tokens or max(1, window // 8)
+    )
+
+
+def _load_config(path: Path | None) -> Any:
+    if path is None:
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise _fail("config-unreadable", "the config file is not readable JSON") from None
+
+
+@contextmanager
+def _workspace(
+    session: Path,
+    *,
+    store: Path | None,
+    no_store: bool,
+    model: str | None = None,
+    window: int | None = None,
+    max_tokens: int | None = None,
+    leaf: str | None = None,
+    config: Path | None = None,
+) -> Iterator[ContextWorkspace]:
+    settings = _load_config(config)
+
+    def open_workspace() -> ContextWorkspace:
+        workspace: ContextWorkspace = _commands().ContextWorkspace.open(
+            session, store_path=store, memory_store=no_store, config=settings, leaf_id=leaf
+        )
+        context = workspace.context
+        workspace.model = _model(model, window, max_tokens, (context.provider, context.model_id))
+        return workspace
+
+    workspace = _guard(open_workspace)
+    try:
+        yield workspace
+    finally:
+        workspace.close()
+
+
+def _emit(result: msgspec.Struct, as_json: bool) -> None:
+    if as_json:
+        typer.echo(_commands().render_json(result))
+    else:
+        _console().print(_commands().render_rich(result))
+
+
+def _read_command(name: str, function: str, summary: str) -> Callable[..., None]:
+    def command(
+        session: SessionArgument,
+        *,
+        store: StoreOption = None,
+        no_store: NoStoreOption = False,
+        model: ModelOption = None,
+        window: WindowOption = None,
+        max_tokens: MaxTokensOption = None,
+        leaf: LeafOption = None,
+        config: ConfigOption = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        with _workspace(
+            session,
+            store=store,
+            no_store=no_store,
+            model=model,
+            window=window,
+            max_tokens=max_tokens,
+            leaf=leaf,
+            config=config,
+        ) as workspace:
+            action = getattr(_commands(), function)
+            _emit(_guard(lambda: action(workspace)), as_json)
+
+    command.__name__ = name.replace("-", "_")
+    command.__doc__ = summary
+    return command
+
+
+_PLAN_NOTE: Final = " Needs --model provider:model and --window N."
+for _name, _function, _summary in (
+    ("status", "context_status", "The session at a glance: branch, model, size, pins, issues."),
+    ("adapter", "context_adapter", "The runtime-adapter view: capabilities as negotiated, diagnostics."),
+    ("tokens", "context_tokens", "Token estimate (chars-v1) of the native context, by role, largest first."),
+    ("manifest", "context_manifest", "What the plan includes and leaves out, with its budget." + _PLAN_NOTE),
+    (
+        "included",
+        "context_included",
+        "Every message in the plan with its kind, reason and tokens." + _PLAN_NOTE,
+    ),
+    ("excluded", "context_excluded", "What the plan leaves out, and why." + _PLAN_NOTE),
+    ("pins", "context_pins", "Pinned entries (replayed from the session's custom entries)."),
+    ("privacy", "context_privacy", "What privacy enforcement would do to the next request (counts only)."),
+    ("model", "context_model", "The model the session uses and the one the planner budgets against."),
+    ("compact-preview", "context_compact_preview", "What compaction would do now (dry run)." + _PLAN_NOTE),
+    ("storage", "context_storage", "Sizes and counts of the derived store."),
+    ("health", "context_health", "Session issues, history validation and the store's state."),
+    ("config", "context_config", "The effective configuration and any warnings from loading it."),
+):
+    app.command(_name)(_read_command(_name, _function, _summary))
+
+
+@app.command("explain")
+def explain_command(
+    session: SessionArgument,
+    message_id: Annotated[str, typer.Argument(help="A message id or a bare entry id.")],
+    *,
+    store: StoreOption = None,
+    no_store: NoStoreOption = False,
+    model: ModelOption = None,
+    window: WindowOption = None,
+    max_tokens: MaxTokensOption = None,
+    leaf: LeafOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Why one message is in the plan, replaced by a receipt, trimmed, or left out."""
+    with _workspace(
+        session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens, leaf=leaf,
+        config=config,
+    ) as workspace:  # fmt: skip
+        _emit(_guard(lambda: _commands().context_explain(workspace, message_id)), as_json)
+
+
+@app.command("restore")
+def restore_command(
+    session: SessionArgument,
+    message_id: Annotated[str, typer.Argument(help="A receipt id, a trimmed message id or any message id.")],
+    *,
+    store: StoreOption = None,
+    no_store: NoStoreOption = False,
+    model: ModelOption = None,
+    window: WindowOption = None,
+    max_tokens: MaxTokensOption = None,
+    leaf: LeafOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the originals behind a receipt or trimmed result (read-only, 4,000 characters each)."""
+    with _workspace(
+        session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens, leaf=leaf,
+        config=config,
+    ) as workspace:  # fmt: skip
+        _emit(_guard(lambda: _commands().context_restore(workspace, message_id)), as_json)
+
+
+@app.command("pin")
+def pin_command(
+    session: SessionArgument,
+    entry_id: Annotated[str, typer.Argument(help="The entry to keep in every plan.")],
+    *,
+    label: Annotated[str | None, typer.Option("--label", help="A short label for the pin.")] = None,
+    store: StoreOption = None,
+    no_store: NoStoreOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Pin an entry (appends a ds4-context.pin custom entry to the session)."""
+    with _workspace(session, store=store, no_store=no_store) as workspace:
+        _emit(_guard(lambda: _commands().context_pin(workspace, entry_id, label=label)), as_json)
+
+
+@app.command("unpin")
+def unpin_command(
+    session: SessionArgument,
+    entry_id: Annotated[str, typer.Argument(help="A pinned entry id.")],
+    *,
+    store: StoreOption = None,
+    no_store: NoStoreOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove a pin (appends a ds4-context.unpin custom entry to the session)."""
+    with _workspace(session, store=store, no_store=no_store) as workspace:
+        _emit(_guard(lambda: _commands().context_unpin(workspace, entry_id)), as_json)
+
+
+@app.command("memory")
+def memory_command(
+    session: SessionArgument,
+    *,
+    add: Annotated[str | None, typer.Option("--add", help="Remember this text in every plan.")] = None,
+    remove: Annotated[
+        str | None, typer.Option("--remove", help="Forget the memory item with this id.")
+    ] = None,
+    store: StoreOption = None,
+    no_store: NoStoreOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """List memory items, or add or remove one (as custom entries in the session)."""
+    with _workspace(session, store=store, no_store=no_store) as workspace:
+        _emit(_guard(lambda: _commands().context_memory(workspace, add=add, remove=remove)), as_json)
+
+
+@app.command("rebuild-index")
+def rebuild_index_command(
+    session: SessionArgument, store: StoreOption = None, as_json: JsonOption = False
+) -> None:
+    """Delete what the store derived from this session and replay the session file."""
+    with _workspace(session, store=store, no_store=False) as workspace:
+        _emit(_guard(lambda: _commands().context_rebuild_index(workspace)), as_json)
+
+
+@app.command("index")
+def index_command(
+    sessions: Annotated[list[Path], typer.Argument(help="Pi session files to index.", show_default=False)],
+    *,
+    store: StoreOption = None,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Delete the store and replay every file.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Index session files into the derived store (incrementally: only appended bytes are read)."""
+    from .commands._workspace import default_store_path  # noqa: PLC0415
+    from .store import open_derived_store  # noqa: PLC0415
+
+    derived = _guard(lambda: open_derived_store(store or default_store_path()))
+    reports = []
+    try:
+        if rebuild:
+            reports = list(_guard(lambda: derived.rebuild(sessions)))
+        else:
+            with Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                console=Console(stderr=True), transient=True, disable=as_json,
+            ) as progress:  # fmt: skip
+                task = progress.add_task("indexing", total=len(sessions))
+                for path in sessions:
+                    progress.update(task, description=f"indexing {path.name}")
+                    reports.append(_guard(lambda path=path: derived.index_file(path)))  # type: ignore[misc]
+                    progress.advance(task)
+    finally:
+        derived.close()
+    if as_json:
+        typer.echo(msgspec.json.encode(reports, order="sorted").decode())
+        return
+    table = Table(title="index", title_justify="left")
+    for column in ("session", "mode", "entries indexed", "offset", "artifacts", "issues"):
+        table.add_column(column)
+    for report in reports:
+        table.add_row(
+            escape(report.session_id), report.mode, str(report.entries_indexed), str(report.indexed_offset),
+            str(report.artifacts_stored), str(report.issues),
+        )  # fmt: skip
+    _console().print(table)
+
+
+@app.command("plan")
+def plan_command(
+    session: SessionArgument,
+    *,
+    model: Annotated[str, typer.Option("--model", help="provider:model", show_default=False)],
+    window: Annotated[
+        int, typer.Option("--window", min=1, help="Context window in tokens.", show_default=False)
+    ],
+    max_tokens: MaxTokensOption = None,
+    store: StoreOption = None,
+    no_store: NoStoreOption = False,
+    leaf: LeafOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Plan the session for a model: what is kept, trimmed, receipted and left out, and why."""
+    with _workspace(
+        session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens, leaf=leaf,
+        config=config,
+    ) as workspace:  # fmt: skip
+        plan = _guard(workspace.plan)
+        if as_json:
+            body = {"manifest": plan.manifest, "budget": plan.budget, "items": plan.items}
+            typer.echo(msgspec.json.encode(body, order="sorted").decode())
+            return
+        _print_plan(_console(), workspace, plan)
+
+
+def _short(message_id: str) -> str:
+    return message_id.rsplit(":", 1)[-1]
+
+
+def _print_plan(console: Console, workspace: ContextWorkspace, plan: Any) -> None:
+    manifest = plan.manifest
+    budget = plan.budget
+    summary = Table(title="plan", show_header=False, title_justify="left")
+    summary.add_column("field", style="bold")
+    summary.add_column("value")
+    model = workspace.model
+    summary.add_row("model", f"{model.provider}:{model.id}" if model else "-")
+    summary.add_row("window / hard limit", f"{budget.context_window:,} / {budget.hard_limit:,} tokens")
+    summary.add_row("history", f"{manifest.history_messages} messages, {manifest.native_tokens:,} tokens")
+    summary.add_row("planned", f"{manifest.included_messages} messages, {manifest.planned_tokens:,} tokens")
+    summary.add_row("saved", f"{manifest.saved_tokens:,} tokens")
+    if manifest.fallback is not None:
+        summary.add_row("fallback", f"[red]{manifest.fallback.mode}: {manifest.fallback.code}[/red]")
+    console.print(summary)
+    kept = Counter((item.kind, item.reason) for item in plan.items)
+    tokens: Counter[tuple[str, str]] = Counter()
+    for item in plan.items:
+        tokens[(item.kind, item.reason)] += item.tokens
+    table = Table(title="kept (in the plan)", title_justify="left")
+    for column in ("kind", "why", "messages", "tokens"):
+        table.add_column(column)
+    for key, count in sorted(kept.items(), key=lambda pair: -tokens[pair[0]]):
+        table.add_row(key[0], key[1], str(count), f"{tokens[key]:,}")
+    console.print(table)
+    if manifest.receipts:
+        receipts = Table(title="receipted (whole read-only steps replaced; restorable)", title_justify="left")
+        for column in ("receipt", "originals", "original tokens", "receipt tokens"):
+            receipts.add_column(column)
+        for record in manifest.receipts:
+            receipts.add_row(
+                _short(record.receipt_id), str(len(record.original_message_ids)),
+                f"{record.original_tokens:,}", f"{record.receipt_tokens:,}",
+            )  # fmt: skip
+        console.print(receipts)
+    if manifest.exclusions:
+        left = Table(title="left out", title_justify="left")
+        for column in ("why", "messages", "tokens", "from", "to"):
+            left.add_column(column)
+        for exclusion in manifest.exclusions:
+            left.add_row(
+                exclusion.reason, str(exclusion.count), f"{exclusion.tokens:,}",
+                escape(_short(exclusion.first_message_id or "-")),
+                escape(_short(exclusion.last_message_id or "-")),
+            )  # fmt: skip
+        console.print(left)
+
+
+@app.command("conformance")
+def conformance_command(
+    target: Annotated[
+        str | None, typer.Argument(help="package.module:factory (default: the Pi session adapter).")
+    ] = None,
+    backend: Annotated[str, typer.Option("--backend", help="asyncio or trio.")] = "asyncio",
+    as_json: JsonOption = False,
+) -> None:
+    """Run the runtime-adapter conformance kit (seven checks) and print the report."""
+    report = _run_conformance(target, backend)
+    if as_json:
+        typer.echo(msgspec.json.encode(report, order="sorted").decode())
+    else:
+        _print_conformance(_console(), report)
+    if not report.passed:
+        raise typer.Exit(1)
+
+
+def _run_conformance(target: str | None, backend: str) -> Any:
+    from ds4_context_core.conformance import (  # noqa: PLC0415 - the kit is only needed here
+        load_conformance_factory,
+        run_runtime_adapter_conformance_sync,
+    )
+
+    from .pi import pi_session_conformance_factory  # noqa: PLC0415
+
+    if backend not in ("asyncio", "trio"):
+        raise _fail("backend-unknown", "--backend must be asyncio or trio")
+    factory = (
+        pi_session_conformance_factory()
+        if target is None
+        else _guard(lambda: load_conformance_factory(target))
+    )
+    selected: Literal["asyncio", "trio"] = "trio" if backend == "trio" else "asyncio"
+    return run_runtime_adapter_conformance_sync(factory, backend=selected)
+
+
+def _print_conformance(console: Console, report: Any) -> None:
+    table = Table(
+        title=f"conformance: {report.factory_name} ({report.contract_version})", title_justify="left"
+    )
+    table.add_column("case")
+    table.add_column("result")
+    for case in report.cases:
+        table.add_row(case.id, "[green]pass[/green]" if case.passed else f"[red]{case.failure_code}[/red]")
+    console.print(table)
+    console.print("[bold green]passed[/bold green]" if report.passed else "[bold red]failed[/bold red]")
+
+
+@app.command("demo")
+def demo_command(
+    window: Annotated[int, typer.Option("--window", min=2048, help="Context window to plan for.")] = (
+        DEMO_WINDOW_TOKENS
+    ),
+    keep: Annotated[
+        Path | None, typer.Option("--keep", help="Write the demo files here and keep them (must not exist).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Offline tour: a long coding session planned for a small window, one receipt restored, conformance."""
+    _guard(lambda: _demo(window, keep, as_json))
+
+
+def _demo(window: int, keep: Path | None, as_json: bool) -> None:
+    console = _console()
+    if keep is not None and keep.exists():
+        raise _fail("demo-directory-exists", "--keep needs a directory that does not exist yet")
+    root = (
+        keep.resolve() if keep is not None else Path(tempfile.mkdtemp(prefix="ds4-context-demo-")).resolve()
+    )
+    if keep is not None:
+        root.mkdir(mode=0o700, parents=True)
+    summary: dict[str, Any] = {}
+    try:
+        with Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), console=Console(stderr=True), transient=True,
+            disable=as_json,
+        ) as progress:  # fmt: skip
+            step = progress.add_task("writing a long coding session", total=None)
+            project = root / "project"
+            project.mkdir(mode=0o700)
+            commands = _commands()
+            session = commands.write_demo_session(root / "sessions" / "demo.jsonl", cwd=str(project))
+            progress.update(step, description="indexing it into the derived store")
+            workspace: ContextWorkspace = commands.ContextWorkspace.open(
+                session, store_path=root / "state" / "derived.sqlite3"
+            )
+            workspace.model = ModelDescriptor(
+                provider=commands.DEMO_PROVIDER,
+                id=commands.DEMO_MODEL_ID,
+                context_window=window,
+                max_tokens=max(1024, window // 8),
+            )
+            try:
+                first_user = next(m for m in workspace.context.messages if m.role == "user")
+                commands.context_pin(workspace, first_user.source_entry_id, label="the task")
+                progress.update(step, description=f"planning for a {window:,}-token window")
+                plan = workspace.plan()
+                restored = None
+                if plan.manifest.receipts:
+                    progress.update(step, description="restoring one receipt")
+                    restored = commands.context_restore(workspace, plan.manifest.receipts[0].receipt_id)
+                progress.update(step, description="running the conformance kit")
+                report = _run_conformance(None, "asyncio")
+                summary = {
+                    "directory": str(root),
+                    "kept": keep is not None,
+                    "session": str(session),
+                    "manifest": msgspec.to_builtins(plan.manifest),
+                    "items": msgspec.to_builtins(plan.items),
+                    "restored": None if restored is None else msgspec.to_builtins(restored),
+                    "conformance": msgspec.to_builtins(report),
+                }
+                if not as_json:
+                    progress.stop()
+                    _print_demo(
+                        console,
+                        workspace,
+                        plan,
+                        restored=restored,
+                        report=report,
+                        root=root,
+                        kept=keep is not None,
+                    )
+            finally:
+                workspace.close()
+    finally:
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    if as_json:
+        typer.echo(json.dumps(summary, sort_keys=True))
+
+
+def _print_demo(
+    console: Console,
+    workspace: ContextWorkspace,
+    plan: Any,
+    *,
+    restored: Any,
+    report: Any,
+    root: Path,
+    kept: bool,
+) -> None:
+    session = workspace.session
+    console.rule("[bold]ds4-context demo")
+    console.print(
+        f"A Pi coding session with {len(session.entries)} entries "
+        f"({workspace.session_path.stat().st_size:,} bytes) was written to a temporary directory, and "
+        "its first request was pinned with a [bold]ds4-context.pin[/bold] custom entry. The planner fits "
+        "the session into a small window: recent turns stay verbatim, old tool output is trimmed (layer 1), "
+        "whole read-only steps become deterministic receipts (layer 2) and the rest is left out, each "
+        "decision with its reason. The session file is never rewritten.\n"
+    )
+    _print_plan(console, workspace, plan)
+    trimmed = [item for item in plan.items if item.kind == "trimmed-tool-result"]
+    if trimmed:
+        console.print(
+            f"[bold]trimmed[/bold]: {len(trimmed)} old tool results keep their head and tail with a marker; "
+            "the originals stay restorable."
+        )
+    if restored is not None:
+        console.rule("restore")
+        console.print(
+            f"Receipt {_short(restored.receipt_id)} stands for {len(restored.messages)} original messages "
+            f"({restored.original_tokens:,} tokens). The originals, read back from the session:"
+        )
+        table = Table(show_header=True)
+        table.add_column("message")
+        table.add_column("role")
+        table.add_column("first line")
+        for message in restored.messages:
+            first_line = message.text.splitlines()[0] if message.text else ""
+            table.add_row(_short(message.message_id), message.role, escape(first_line[:90]))
+        console.print(table)
+        receipt = next((m for m in plan.messages if m.id == restored.receipt_id), None)
+        if receipt is not None:
+            text = "\n".join(getattr(block, "text", "") for block in receipt.blocks)
+            console.print("What the model sees instead (a deterministic receipt, no model inference):")
+            console.print(Panel(escape(text), expand=False))
+    console.rule("conformance")
+    _print_conformance(console, report)
+    where = f"kept in {root}" if kept else "deleted (use --keep DIR to keep them)"
+    console.print(f"\nDemo files {where}. Next: ds4-context plan SESSION --model provider:model --window N")
 
 
 @app.command()

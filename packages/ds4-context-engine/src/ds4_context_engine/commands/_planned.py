@@ -1,0 +1,231 @@
+"""The /context commands that look at a plan: manifest, included, excluded, explain, preview, restore."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from ds4_context_core import TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock, sha256_hex, stable_json
+from ds4_context_core.planner import ContextPlan, restore
+from ds4_context_engine._exceptions import CommandError
+
+from ._results import (
+    CompactPreviewResult,
+    ExcludedResult,
+    ExclusionLine,
+    ExplainResult,
+    IncludedResult,
+    ItemLine,
+    ManifestResult,
+    RestoredMessage,
+    RestoreResult,
+)
+from ._workspace import ContextWorkspace
+
+__all__ = [
+    "RESTORE_MAX_CHARS",
+    "context_compact_preview",
+    "context_excluded",
+    "context_explain",
+    "context_included",
+    "context_manifest",
+    "context_restore",
+]
+
+RESTORE_MAX_CHARS: Final = 4000
+
+
+def _message_id(workspace: ContextWorkspace, reference: str) -> str:
+    """Accept a full message id, or a bare entry id of this session."""
+    if ":" in reference:
+        return reference
+    return f"{workspace.session.session_id}:{reference}"
+
+
+def _plan_id(plan: ContextPlan) -> str:
+    return "plan:" + sha256_hex(plan.encode())[:16]
+
+
+def context_manifest(workspace: ContextWorkspace) -> ManifestResult:
+    """What the plan includes and leaves out, with the budget it was measured against."""
+    plan = workspace.plan()
+    manifest = plan.manifest
+    model = workspace.model
+    assert model is not None
+    return ManifestResult(
+        plan_id=_plan_id(plan),
+        contract_version=manifest.contract_version,
+        model=f"{model.provider}:{model.id}",
+        context_window=plan.budget.context_window,
+        hard_limit=plan.budget.hard_limit,
+        history_messages=manifest.history_messages,
+        included_messages=manifest.included_messages,
+        native_tokens=manifest.native_tokens,
+        planned_tokens=manifest.planned_tokens,
+        saved_tokens=manifest.saved_tokens,
+        shared_prefix_messages=manifest.shared_prefix_messages,
+        receipts=len(manifest.receipts),
+        fallback=None if manifest.fallback is None else f"{manifest.fallback.mode}:{manifest.fallback.code}",
+        manifest=msgspec.to_builtins(manifest),
+    )
+
+
+def context_included(workspace: ContextWorkspace) -> IncludedResult:
+    plan = workspace.plan()
+    items = tuple(
+        ItemLine(
+            message_id=item.message_id,
+            kind=item.kind,
+            reason=item.reason,
+            tokens=item.tokens,
+            priority=item.priority,
+        )
+        for item in plan.items
+    )
+    return IncludedResult(total_tokens=sum(item.tokens for item in items), items=items)
+
+
+def context_excluded(workspace: ContextWorkspace) -> ExcludedResult:
+    plan = workspace.plan()
+    lines = tuple(
+        ExclusionLine(
+            reason=exclusion.reason,
+            count=exclusion.count,
+            tokens=exclusion.tokens,
+            first_message_id=exclusion.first_message_id
+            or (exclusion.message_ids[0] if exclusion.message_ids else None),
+            last_message_id=exclusion.last_message_id
+            or (exclusion.message_ids[-1] if exclusion.message_ids else None),
+        )
+        for exclusion in plan.manifest.exclusions
+    )
+    return ExcludedResult(total_tokens=sum(line.tokens for line in lines), exclusions=lines)
+
+
+def context_explain(workspace: ContextWorkspace, reference: str) -> ExplainResult:
+    """Why one message is in the plan, replaced by a receipt, trimmed, or left out."""
+    plan = workspace.plan()
+    message_id = _message_id(workspace, reference)
+    for item in plan.items:
+        if item.message_id == message_id or message_id in item.source_ids:
+            receipt = item.message_id if item.kind == "receipt" else None
+            return ExplainResult(
+                message_id=message_id,
+                in_plan=item.kind != "receipt",
+                kind=item.kind,
+                reason=item.reason if receipt is None else "replaced by a receipt (restorable)",
+                tokens=item.tokens,
+                group_id=item.group_id,
+                receipt_id=receipt,
+            )
+    for receipt_record in plan.manifest.receipts:
+        if message_id in receipt_record.original_message_ids:
+            return ExplainResult(
+                message_id=message_id,
+                in_plan=False,
+                kind="receipt",
+                reason="replaced by a receipt (restorable)",
+                tokens=None,
+                group_id=None,
+                receipt_id=receipt_record.receipt_id,
+            )
+    positions = {message.id: index for index, message in enumerate(workspace.context.messages)}
+    if message_id not in positions:
+        raise CommandError("message-unknown", "no message with that id on the active branch")
+    position = positions[message_id]
+    for exclusion in plan.manifest.exclusions:
+        first = positions.get(exclusion.first_message_id or "", -1)
+        last = positions.get(exclusion.last_message_id or "", -1)
+        if message_id in exclusion.message_ids or first <= position <= last:
+            return ExplainResult(
+                message_id=message_id,
+                in_plan=False,
+                kind=None,
+                reason=exclusion.reason,
+                tokens=None,
+                group_id=None,
+                receipt_id=None,
+            )
+    return ExplainResult(
+        message_id=message_id,
+        in_plan=False,
+        kind=None,
+        reason="not selected",
+        tokens=None,
+        group_id=None,
+        receipt_id=None,
+    )
+
+
+def context_compact_preview(workspace: ContextWorkspace) -> CompactPreviewResult:
+    """What compaction would do now (dry run: nothing in the plan or the session changes)."""
+    plan = workspace.plan(dry_run=True)
+    report = plan.manifest.compaction
+    receipt_texts = tuple(
+        "\n".join(block.text for block in message.blocks if isinstance(block, TextBlock))
+        for message in plan.messages
+        if message.id in {record.receipt_id for record in plan.manifest.receipts}
+    )
+    if report is None:
+        return CompactPreviewResult(
+            dry_run=True,
+            tokens_before=plan.manifest.native_tokens,
+            tokens_after=plan.manifest.planned_tokens,
+            trimmed_messages=0,
+            receipts=(),
+            gate_exclusions={},
+            receipt_texts=receipt_texts,
+        )
+    return CompactPreviewResult(
+        dry_run=report.dry_run,
+        tokens_before=report.tokens_before,
+        tokens_after=report.tokens_after,
+        trimmed_messages=len(report.trimmed_message_ids),
+        receipts=report.receipt_ids,
+        gate_exclusions={gate.gate: gate.count for gate in report.gate_exclusions},
+        receipt_texts=receipt_texts,
+    )
+
+
+def _visible_text(blocks: tuple[object, ...]) -> str:
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif isinstance(block, ThinkingBlock):
+            parts.append(f"[thinking] {block.thinking}")
+        elif isinstance(block, ToolCallBlock):
+            parts.append(f"[call {block.name}] {stable_json(block.arguments)}")
+        elif isinstance(block, ToolResultBlock):
+            parts.append(f"[result {block.tool_name}] {block.content}")
+    return "\n".join(parts)
+
+
+def context_restore(workspace: ContextWorkspace, reference: str) -> RestoreResult:
+    """The originals behind a receipt, a trimmed result or any message (read-only, bounded)."""
+    plan = workspace.plan()
+    message_id = _message_id(workspace, reference)
+    try:
+        originals = restore(plan, message_id)
+    except LookupError as error:
+        raise CommandError(
+            "restore-unknown-id", "the plan knows no receipt or message with that id"
+        ) from error
+    record = next((r for r in plan.manifest.receipts if r.receipt_id == message_id), None)
+    messages = []
+    for message in originals:
+        text = _visible_text(message.blocks)
+        messages.append(
+            RestoredMessage(
+                message_id=message.id,
+                role=message.role,
+                text=text[:RESTORE_MAX_CHARS],
+                truncated=len(text) > RESTORE_MAX_CHARS,
+            )
+        )
+    return RestoreResult(
+        receipt_id=message_id,
+        original_tokens=record.original_tokens if record is not None else 0,
+        messages=tuple(messages),
+    )

@@ -1,0 +1,120 @@
+"""Rendering command results: plain text for a host's slash command, rich tables for the CLI, JSON.
+
+The renderers are generic over the result structs: scalar fields become ``key: value`` lines (or a
+two-column table), tuples of records become tables, mappings become ``key=value`` lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["render_json", "render_rich", "render_text"]
+
+# Fields too large or too raw for the text and table views; ``--json`` shows them.
+_JSON_ONLY_FIELDS: Final = frozenset({"manifest"})
+_CELL_CHARS: Final = 96
+
+
+def _fields(result: msgspec.Struct) -> list[tuple[str, Any]]:
+    return [
+        (name, getattr(result, name)) for name in result.__struct_fields__ if name not in _JSON_ONLY_FIELDS
+    ]
+
+
+def _is_record_tuple(value: Any) -> bool:
+    return (
+        isinstance(value, tuple) and bool(value) and all(isinstance(item, msgspec.Struct) for item in value)
+    )
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, tuple):
+        return ", ".join(_scalar(item) for item in value) if value else "-"
+    text = str(value)
+    single_line = text.replace("\n", " | ")
+    return single_line if len(single_line) <= _CELL_CHARS else single_line[: _CELL_CHARS - 3] + "..."
+
+
+def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
+    if isinstance(value, dict):
+        for key in sorted(value):
+            _flatten(f"{prefix}.{key}" if prefix else str(key), value[key], out)
+    elif isinstance(value, msgspec.Struct):
+        _flatten(prefix, msgspec.to_builtins(value), out)
+    else:
+        out.append((prefix, _scalar(tuple(value) if isinstance(value, list) else value)))
+
+
+def render_text(result: msgspec.Struct) -> str:
+    """Plain text for a host's ``/context`` slash command (no colour, no box drawing)."""
+    command = getattr(result, "command", type(result).__name__)
+    lines = [f"/context {command}"]
+    for name, value in _fields(result):
+        if name == "command":
+            continue
+        label = name.replace("_", " ")
+        if _is_record_tuple(value):
+            lines.append(f"{label}:")
+            for record in value:
+                lines.append("  " + "  ".join(f"{field}={_scalar(item)}" for field, item in _fields(record)))
+        elif isinstance(value, dict | msgspec.Struct):
+            flat: list[tuple[str, str]] = []
+            _flatten("", value, flat)
+            lines.append(f"{label}:" + ("" if flat else " -"))
+            lines.extend(f"  {key} = {text}" for key, text in flat)
+        elif (
+            isinstance(value, tuple)
+            and value
+            and all(isinstance(item, str) for item in value)
+            and len(value) > 3
+        ):
+            lines.append(f"{label}:")
+            lines.extend(f"  {_scalar(item)}" for item in value)
+        else:
+            lines.append(f"{label}: {_scalar(value)}")
+    return "\n".join(lines)
+
+
+def render_rich(result: msgspec.Struct) -> RenderableType:
+    """Rich tables for the CLI: one key/value table, then one table per list of records."""
+    command = getattr(result, "command", type(result).__name__)
+    summary = Table(title=f"/context {command}", show_header=False, title_justify="left")
+    summary.add_column("field", style="bold")
+    summary.add_column("value")
+    tables: list[RenderableType] = [summary]
+    for name, value in _fields(result):
+        if name == "command":
+            continue
+        label = name.replace("_", " ")
+        if _is_record_tuple(value):
+            columns = [field for field, _ in _fields(value[0])]
+            table = Table(title=label, title_justify="left")
+            for column in columns:
+                table.add_column(column.replace("_", " "))
+            for record in value:
+                table.add_row(*(escape(_scalar(item)) for _, item in _fields(record)))
+            tables.append(table)
+        elif isinstance(value, dict | msgspec.Struct):
+            flat: list[tuple[str, str]] = []
+            _flatten("", value, flat)
+            for key, text in flat:
+                summary.add_row(escape(f"{label}.{key}"), escape(text))
+        else:
+            summary.add_row(label, escape(_scalar(value)))
+    return Group(*tables)
+
+
+def render_json(result: msgspec.Struct) -> str:
+    """Deterministic JSON (sorted keys) of the whole result, ``--json`` style."""
+    return msgspec.json.encode(result, order="sorted").decode()

@@ -1,0 +1,286 @@
+"""Structured results of the /context commands. Metadata only: ids, counts, sizes, codes and reasons.
+
+The one exception is ``restore``, whose whole purpose is to show the user original content; it is
+bounded (``RESTORE_MAX_CHARS`` per message) and is never written to diagnostics or manifests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ds4_context_engine.store import IndexReport, StorageReport, StoreHealth
+
+__all__ = [
+    "AdapterResult",
+    "CapabilityLine",
+    "CommandResult",
+    "CompactPreviewResult",
+    "ConfigResult",
+    "ExcludedResult",
+    "ExclusionLine",
+    "ExplainResult",
+    "HealthResult",
+    "IncludedResult",
+    "IssueCount",
+    "ItemLine",
+    "ManifestResult",
+    "MemoryLine",
+    "MemoryResult",
+    "MessageTokens",
+    "ModelResult",
+    "PinLine",
+    "PinsResult",
+    "PrivacyResult",
+    "RebuildIndexResult",
+    "RestoreResult",
+    "RestoredMessage",
+    "StatusResult",
+    "StorageResult",
+    "TokensResult",
+]
+
+
+class _Result(msgspec.Struct, frozen=True, kw_only=True):
+    pass
+
+
+class IssueCount(_Result, frozen=True):
+    code: str
+    count: int
+
+
+class StatusResult(_Result, frozen=True):
+    """``/context status``: the session at a glance."""
+
+    session_id: str
+    path: str
+    cwd: str
+    format_version: int
+    leaf_id: str | None
+    entries: int
+    branch_entries: int
+    context_messages: int
+    estimated_tokens: int
+    provider: str | None
+    model_id: str | None
+    thinking_level: str | None
+    compaction_entry_id: str | None
+    pins: int
+    memory_items: int
+    store_mode: str
+    issues: tuple[IssueCount, ...]
+    command: str = "status"
+
+
+class CapabilityLine(_Result, frozen=True):
+    id: str
+    supported: bool
+    version: str | None
+    reason: str | None
+    requested: bool
+    enabled: bool
+
+
+class AdapterResult(_Result, frozen=True):
+    runtime_id: str
+    contract_version: str
+    enabled: int
+    disabled: int
+    capabilities: tuple[CapabilityLine, ...]
+    diagnostics: tuple[str, ...]
+    command: str = "adapter"
+
+
+class MessageTokens(_Result, frozen=True):
+    message_id: str
+    role: str
+    tokens: int
+
+
+class TokensResult(_Result, frozen=True):
+    estimator: str
+    messages: int
+    total_tokens: int
+    by_role: dict[str, int]
+    largest: tuple[MessageTokens, ...]
+    context_window: int | None
+    planned_tokens: int | None
+    command: str = "tokens"
+
+
+class ItemLine(_Result, frozen=True):
+    message_id: str
+    kind: str
+    reason: str
+    tokens: int
+    priority: int
+
+
+class ExclusionLine(_Result, frozen=True):
+    reason: str
+    count: int
+    tokens: int
+    first_message_id: str | None
+    last_message_id: str | None
+
+
+class ManifestResult(_Result, frozen=True):
+    plan_id: str
+    contract_version: str
+    model: str
+    context_window: int
+    hard_limit: int
+    history_messages: int
+    included_messages: int
+    native_tokens: int
+    planned_tokens: int
+    saved_tokens: int
+    shared_prefix_messages: int
+    receipts: int
+    fallback: str | None
+    manifest: dict[str, Any]
+    command: str = "manifest"
+
+
+class ExplainResult(_Result, frozen=True):
+    message_id: str
+    in_plan: bool
+    kind: str | None
+    reason: str
+    tokens: int | None
+    group_id: str | None
+    receipt_id: str | None
+    command: str = "explain"
+
+
+class IncludedResult(_Result, frozen=True):
+    total_tokens: int
+    items: tuple[ItemLine, ...]
+    command: str = "included"
+
+
+class ExcludedResult(_Result, frozen=True):
+    total_tokens: int
+    exclusions: tuple[ExclusionLine, ...]
+    command: str = "excluded"
+
+
+class PinLine(_Result, frozen=True):
+    entry_id: str
+    label: str | None
+    in_context: bool
+
+
+class PinsResult(_Result, frozen=True):
+    """``pins``, ``pin`` and ``unpin`` all answer with the pins after the command."""
+
+    changed_entry_id: str | None
+    event_entry_id: str | None
+    pins: tuple[PinLine, ...]
+    command: str = "pins"
+
+
+class MemoryLine(_Result, frozen=True):
+    item_id: str
+    chars: int
+    preview: str
+
+
+class MemoryResult(_Result, frozen=True):
+    event_entry_id: str | None
+    items: tuple[MemoryLine, ...]
+    command: str = "memory"
+
+
+class PrivacyResult(_Result, frozen=True):
+    provider: str
+    destination: str
+    enabled: bool
+    changed: bool
+    blocked_blocks: int
+    secret_redactions: int
+    policy_version: str
+    command: str = "privacy"
+
+
+class ModelResult(_Result, frozen=True):
+    provider: str | None
+    model_id: str | None
+    thinking_level: str | None
+    context_window: int | None
+    max_tokens: int | None
+    source: str
+    command: str = "model"
+
+
+class CompactPreviewResult(_Result, frozen=True):
+    dry_run: bool
+    tokens_before: int
+    tokens_after: int
+    trimmed_messages: int
+    receipts: tuple[str, ...]
+    gate_exclusions: dict[str, int]
+    receipt_texts: tuple[str, ...]
+    command: str = "compact-preview"
+
+
+class RestoredMessage(_Result, frozen=True):
+    message_id: str
+    role: str
+    text: str
+    truncated: bool
+
+
+class RestoreResult(_Result, frozen=True):
+    receipt_id: str
+    original_tokens: int
+    messages: tuple[RestoredMessage, ...]
+    command: str = "restore"
+
+
+class StorageResult(_Result, frozen=True):
+    storage: StorageReport
+    command: str = "storage"
+
+
+class HealthResult(_Result, frozen=True):
+    ok: bool
+    session_issues: tuple[IssueCount, ...]
+    history_issues: tuple[IssueCount, ...]
+    store: StoreHealth | None
+    command: str = "health"
+
+
+class RebuildIndexResult(_Result, frozen=True):
+    report: IndexReport
+    command: str = "rebuild-index"
+
+
+class ConfigResult(_Result, frozen=True):
+    schema: str
+    warnings: tuple[str, ...]
+    config: dict[str, Any]
+    command: str = "config"
+
+
+CommandResult = (
+    AdapterResult
+    | CompactPreviewResult
+    | ConfigResult
+    | ExcludedResult
+    | ExplainResult
+    | HealthResult
+    | IncludedResult
+    | ManifestResult
+    | MemoryResult
+    | ModelResult
+    | PinsResult
+    | PrivacyResult
+    | RebuildIndexResult
+    | RestoreResult
+    | StatusResult
+    | StorageResult
+    | TokensResult
+)

@@ -1,0 +1,220 @@
+"""One session file, its derived store and configuration: what every /context command works on."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from ds4_context_core import ModelDescriptor, RuntimeHistorySnapshot
+from ds4_context_core.config import ConfigLoadResult, Ds4ContextConfig, load_config
+from ds4_context_core.history import build_runtime_history_snapshot
+from ds4_context_core.planner import ContextPlan, PlanState, SupplementalItem, plan_context
+from ds4_context_core.privacy import PrivacyPolicy
+from ds4_context_engine._exceptions import CommandError
+from ds4_context_engine.pi import (
+    PI_RUNTIME_ID,
+    PiContext,
+    PiSession,
+    build_pi_context,
+    extend_pi_session,
+    pi_session_revision,
+    read_pi_session,
+)
+from ds4_context_engine.store import DerivedStore, open_derived_store
+
+__all__ = ["DEFAULT_STORE_ENV", "ContextWorkspace", "default_store_path"]
+
+DEFAULT_STORE_ENV: Final = "DS4_CONTEXT_STORE"
+
+
+def default_store_path() -> Path:
+    """``$DS4_CONTEXT_STORE``, else ``$XDG_CACHE_HOME/ds4-context/derived.sqlite3`` (``~/.cache`` default)."""
+    explicit = os.environ.get(DEFAULT_STORE_ENV)
+    if explicit:
+        return Path(explicit).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "ds4-context" / "derived.sqlite3"
+
+
+class ContextWorkspace:
+    """A Pi session file opened for inspection and planning.
+
+    The session is re-read incrementally (only appended bytes) when the file grows; the store is
+    indexed incrementally the same way. ``store=None`` works without any derived state.
+    """
+
+    def __init__(
+        self,
+        session_path: str | os.PathLike[str],
+        *,
+        store: DerivedStore | None = None,
+        config: Ds4ContextConfig | Mapping[str, Any] | None = None,
+        model: ModelDescriptor | None = None,
+        leaf_id: str | None = None,
+        trusted_roots: Sequence[str | os.PathLike[str]] | None = None,
+        privacy_policy: PrivacyPolicy | None = None,
+    ) -> None:
+        self.session_path = Path(session_path)
+        self.privacy_policy = privacy_policy
+        self.store = store
+        self.config_result: ConfigLoadResult = load_config(config)
+        self.model = model
+        self.leaf_id = leaf_id
+        self._session = read_pi_session(self.session_path)
+        # the user pointed at this file, so by default its own project is the trusted root
+        self.trusted_roots: tuple[str | os.PathLike[str], ...] = (
+            tuple(trusted_roots) if trusted_roots is not None else (self._session.header.cwd,)
+        )
+        self._context: PiContext | None = None
+        self._revision: str | None = None
+        self._indexed = False
+        self._plan_state: PlanState | None = None
+        self._plan: ContextPlan | None = None
+        self._plan_key: tuple[Any, ...] | None = None
+
+    @classmethod
+    def open(
+        cls,
+        session_path: str | os.PathLike[str],
+        *,
+        store_path: str | os.PathLike[str] | None = None,
+        memory_store: bool = False,
+        config: Ds4ContextConfig | Mapping[str, Any] | None = None,
+        model: ModelDescriptor | None = None,
+        leaf_id: str | None = None,
+        trusted_roots: Sequence[str | os.PathLike[str]] | None = None,
+    ) -> ContextWorkspace:
+        """Open a session with a SQLite store at ``store_path`` (default :func:`default_store_path`)."""
+        store = open_derived_store(None if memory_store else (store_path or default_store_path()))
+        return cls(
+            session_path,
+            store=store,
+            config=config,
+            model=model,
+            leaf_id=leaf_id,
+            trusted_roots=trusted_roots,
+        )
+
+    @property
+    def config(self) -> Ds4ContextConfig:
+        config = self.config_result.config
+        assert isinstance(config, Ds4ContextConfig)
+        return config
+
+    @property
+    def session(self) -> PiSession:
+        """The session as of the last :meth:`refresh` (or opening)."""
+        return self._session
+
+    def refresh(self) -> PiSession:
+        """Pick up appended lines (only the new bytes are read) and index them in the store."""
+        size = self.session_path.stat().st_size
+        if size < self._session.end_offset:
+            self._session = read_pi_session(self.session_path)
+        elif size > self._session.end_offset:
+            with self.session_path.open("rb") as handle:
+                handle.seek(self._session.end_offset)
+                tail = handle.read()
+            grown = extend_pi_session(self._session, tail)
+            if grown is not self._session:
+                self._session = grown
+                self._context = None
+                self._revision = None
+        self.ensure_indexed(force=True)
+        return self._session
+
+    def ensure_indexed(self, *, force: bool = False) -> None:
+        if self.store is not None and (force or not self._indexed):
+            self.store.index_file(self.session_path)
+            self._indexed = True
+            self._context = None
+
+    def pinned_entry_ids(self) -> frozenset[str]:
+        if self.store is None:
+            return frozenset()
+        self.ensure_indexed()
+        return frozenset(pin.entry_id for pin in self.store.pins(self._session.session_id))
+
+    @property
+    def context(self) -> PiContext:
+        if self._context is None:
+            pinned = self.pinned_entry_ids()
+            self._context = build_pi_context(self._session, self.leaf_id, pinned_entry_ids=pinned)
+        return self._context
+
+    @property
+    def revision(self) -> str:
+        if self._revision is None:
+            self._revision = pi_session_revision(self._session, self.context.leaf_id)
+        return self._revision
+
+    def snapshot(self) -> RuntimeHistorySnapshot:
+        """The active branch as a ``runtime-history-v1`` snapshot (not validated here)."""
+        return build_runtime_history_snapshot(
+            runtime_id=PI_RUNTIME_ID,
+            session_id=self._session.session_id,
+            revision=self.revision,
+            project_root=self._session.header.cwd,
+            messages=self.context.messages,
+        )
+
+    def memory_supplements(self) -> tuple[SupplementalItem, ...]:
+        """Memory items as planner supplements (priority from the planner's defaults)."""
+        if self.store is None:
+            return ()
+        self.ensure_indexed()
+        return tuple(
+            SupplementalItem(id=f"memory:{item.item_id}", kind="memory", text=item.text)
+            for item in self.store.memory_items(self._session.session_id)
+        )
+
+    def plan(self, *, model: ModelDescriptor | None = None, dry_run: bool = False) -> ContextPlan:
+        """Plan the active branch for ``model`` (default: the workspace's model).
+
+        The plan state is carried from one call to the next, so consecutive plans of a growing session
+        stay cache-stable. Each new plan's manifest is recorded in the store.
+        """
+        descriptor = model or self.model
+        if descriptor is None:
+            raise CommandError(
+                "model-unknown", "no model to plan for; pass --model provider:model --window N"
+            )
+        context = self.context
+        key = (descriptor, dry_run, self.revision)
+        if self._plan is not None and self._plan_key == key:
+            return self._plan
+        pinned = [message.id for message in context.messages if message.flags.pinned]
+        config: Mapping[str, Any] | Ds4ContextConfig = self.config
+        if dry_run:
+            settings = self.config.model_dump()
+            settings["pruning"]["dry_run"] = True
+            config = settings
+        plan = plan_context(
+            context.messages,
+            model=descriptor,
+            config=config,
+            state=None if dry_run else self._plan_state,
+            pins=pinned,
+            supplemental=self.memory_supplements(),
+        )
+        if not dry_run:
+            self._plan_state = plan.state
+            if self.store is not None:
+                body = msgspec.json.encode(plan.manifest).decode()
+                self.store.record_manifest(self._session.session_id, body, leaf_id=context.leaf_id)
+        self._plan, self._plan_key = plan, key
+        return plan
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+    def __enter__(self) -> ContextWorkspace:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

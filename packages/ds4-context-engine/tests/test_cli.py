@@ -1,0 +1,236 @@
+"""The ds4-context CLI end to end, through its typer app, on real files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ds4_context_engine import __version__
+from ds4_context_engine.cli import app
+from ds4_context_engine.commands import write_demo_session
+
+FIXTURES = Path(__file__).parent / "fixtures" / "pi"
+runner = CliRunner()
+
+
+@pytest.fixture
+def coding(tmp_path):
+    path = tmp_path / "coding.jsonl"
+    shutil.copy(FIXTURES / "v3-coding.jsonl", path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def demo_session(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli-demo")
+    return write_demo_session(root / "demo.jsonl", cwd=str(root))
+
+
+def _run(*args):
+    return runner.invoke(app, [str(arg) for arg in args], catch_exceptions=False)
+
+
+def test_help_lists_every_command():
+    result = _run("--help")
+    assert result.exit_code == 0
+    for name in (
+        "demo",
+        "plan",
+        "index",
+        "conformance",
+        "status",
+        "adapter",
+        "tokens",
+        "manifest",
+        "explain",
+        "included",
+        "excluded",
+        "pins",
+        "pin",
+        "unpin",
+        "memory",
+        "privacy",
+        "model",
+        "compact-preview",
+        "restore",
+        "storage",
+        "health",
+        "rebuild-index",
+        "config",
+    ):
+        assert name in result.output
+
+
+def test_version():
+    result = _run("version")
+    assert (result.exit_code, result.output.strip()) == (0, __version__)
+
+
+def test_status_json(coding):
+    result = _run("status", coding, "--no-store", "--json")
+    assert result.exit_code == 0
+    body = json.loads(result.output)
+    assert (body["session_id"], body["entries"], body["context_messages"]) == (
+        "4f1c2a7e-0b5d-4a8e-9c1f-2d3e4f5a6b7c",
+        16,
+        10,
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["status", "adapter", "tokens", "pins", "privacy", "model", "storage", "health", "config"],
+)
+def test_read_commands_render_tables_and_json(coding, tmp_path, command):
+    store = tmp_path / "state" / "d.sqlite3"
+    table = _run(command, coding, "--store", store)
+    assert table.exit_code == 0, table.output
+    assert f"/context {command}" in table.output
+    as_json = _run(command, coding, "--store", store, "--json")
+    assert json.loads(as_json.output)["command"] == command
+
+
+def test_plan_shows_kept_receipted_and_left_out(demo_session, tmp_path):
+    result = _run("plan", demo_session, "--model", "openai:gpt-4.1-mini", "--window", "20000", "--no-store")
+    assert result.exit_code == 0, result.output
+    for heading in ("kept (in the plan)", "receipted", "left out", "recent-tail"):
+        assert heading in result.output
+    as_json = _run(
+        "plan", demo_session, "--model", "openai:gpt-4.1-mini", "--window", "20000", "--no-store", "--json"
+    )
+    body = json.loads(as_json.output)
+    assert body["manifest"]["plannedTokens"] <= body["budget"]["hardLimit"]
+    assert body["manifest"]["receipts"]
+
+
+def test_plan_commands_need_a_model(coding):
+    result = _run("manifest", coding, "--no-store")
+    assert result.exit_code == 2
+    assert "error [model-unknown]" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["--model", "no-colon", "--window", "1000"], "model-reference"),
+        (["--model", "openai:gpt-4.1"], "window-required"),
+    ],
+)
+def test_bad_model_arguments_fail_with_codes(coding, args, code):
+    before = coding.read_bytes()
+    result = _run("manifest", coding, "--no-store", *args)
+    assert result.exit_code == 2
+    assert f"error [{code}" in result.stderr
+    assert coding.read_bytes() == before
+
+
+def test_missing_and_damaged_files_fail_with_codes(tmp_path):
+    missing = _run("status", tmp_path / "nope.jsonl", "--no-store")
+    assert missing.exit_code == 2
+    assert "error [pi-session-not-found]" in missing.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"not json\n")
+    damaged = _run("status", bad, "--no-store")
+    assert damaged.exit_code == 2
+    assert "error [pi-session-header-invalid]" in damaged.stderr
+    assert bad.read_bytes() == b"not json\n"
+
+
+def test_pin_memory_and_unpin_through_the_cli(coding, tmp_path):
+    store = tmp_path / "d.sqlite3"
+    pinned = _run("pin", coding, "a0000003", "--label", "task", "--store", store, "--json")
+    assert json.loads(pinned.output)["pins"][0]["entry_id"] == "a0000003"
+    memory = _run("memory", coding, "--add", "uses vitest", "--store", store, "--json")
+    assert json.loads(memory.output)["items"][0]["preview"] == "uses vitest"
+    unpinned = _run("unpin", coding, "a0000003", "--store", store, "--json")
+    assert json.loads(unpinned.output)["pins"] == []
+    refused = _run("unpin", coding, "a0000003", "--store", store)
+    assert refused.exit_code == 2
+    assert "error [pin-not-found]" in refused.stderr
+
+
+def test_index_is_incremental_across_runs(coding, tmp_path):
+    store = tmp_path / "d.sqlite3"
+    first = json.loads(
+        _run("index", coding, FIXTURES / "v2-branches.jsonl", "--store", store, "--json").output
+    )
+    assert [report["mode"] for report in first] == ["full", "full"]
+    again = json.loads(_run("index", coding, "--store", store, "--json").output)
+    assert again[0]["mode"] == "unchanged"
+    with coding.open("ab") as handle:
+        handle.write(
+            b'{"type":"message","id":"abcdef12","parentId":"a0000010","timestamp":"t",'
+            b'"message":{"role":"user","content":"more","timestamp":1}}\n'
+        )
+    grown = json.loads(_run("index", coding, "--store", store, "--json").output)
+    assert (grown[0]["mode"], grown[0]["entries_indexed"]) == ("incremental", 1)
+    rebuilt = json.loads(_run("index", coding, "--store", store, "--rebuild", "--json").output)
+    assert rebuilt[0]["mode"] == "full"
+    table = _run("index", coding, "--store", store)
+    assert "unchanged" in table.output
+
+
+def test_explain_restore_and_compact_preview(demo_session):
+    model = ["--model", "openai:gpt-4.1-mini", "--window", "20000", "--no-store"]
+    manifest = json.loads(_run("manifest", demo_session, *model, "--json").output)
+    receipt = manifest["manifest"]["receipts"][0]
+    restored = json.loads(_run("restore", demo_session, receipt["receiptId"], *model, "--json").output)
+    assert [m["message_id"] for m in restored["messages"]] == receipt["originalMessageIds"]
+    explained = json.loads(
+        _run("explain", demo_session, receipt["originalMessageIds"][0], *model, "--json").output
+    )
+    assert explained["receipt_id"] == receipt["receiptId"]
+    preview = _run("compact-preview", demo_session, *model)
+    assert preview.exit_code == 0
+    assert "dry run" in preview.output
+
+
+def test_conformance_command_passes_for_the_pi_adapter():
+    result = _run("conformance", "--json")
+    assert result.exit_code == 0
+    body = json.loads(result.output)
+    assert body["passed"] is True
+    assert [case["id"] for case in body["cases"]] == [
+        "identity",
+        "capabilities",
+        "canonical-history",
+        "rebuild",
+        "privacy",
+        "fallback",
+        "lifecycle",
+    ]
+
+
+def test_conformance_rejects_an_unknown_backend():
+    result = _run("conformance", "--backend", "curio")
+    assert result.exit_code == 2
+    assert "error [backend-unknown]" in result.stderr
+
+
+def test_demo_runs_offline_and_cleans_up():
+    result = _run("demo", "--json")
+    assert result.exit_code == 0
+    body = json.loads(result.output)
+    assert body["conformance"]["passed"] is True
+    assert body["manifest"]["receipts"]
+    assert body["restored"]["messages"]
+    kinds = {item["kind"] for item in body["items"]}
+    assert {"trimmed-tool-result", "receipt", "pin", "current-request"} <= kinds
+    assert any(exclusion["reason"] == "before-cut" for exclusion in body["manifest"]["exclusions"])
+    assert not Path(body["directory"]).exists()
+
+
+def test_demo_tables_and_keep_directory(tmp_path):
+    target = tmp_path / "kept"
+    result = _run("demo", "--keep", target)
+    assert result.exit_code == 0, result.output
+    for text in ("kept (in the plan)", "receipted", "left out", "restore", "conformance", "passed"):
+        assert text in result.output
+    assert (target / "sessions" / "demo.jsonl").is_file()
+    again = _run("demo", "--keep", target)
+    assert again.exit_code == 2
+    assert "error [demo-directory-exists]" in again.stderr
