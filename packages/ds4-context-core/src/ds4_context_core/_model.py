@@ -82,7 +82,9 @@ class ToolCallBlock(_Block, frozen=True, tag="toolCall"):
     arguments: dict[str, Any]
 
 
-class ToolResultBlock(_Block, frozen=True, tag="toolResult"):
+class ToolResultBlock(_Block, frozen=True, tag="toolResult", omit_defaults=False):
+    """``isError`` is always written, as the original writes it, so its files re-encode byte for byte."""
+
     tool_call_id: Identifier
     tool_name: Identifier
     content: BoundedText
