@@ -376,21 +376,34 @@ _GITHUB_SCREEN: Final = re.compile(r"gh[pousr]_")
 class _Walker:
     """Copies the payload; content strings are screened in one batch after the copy is built."""
 
-    __slots__ = ("allowed", "counts", "destination", "pending", "redact")
+    __slots__ = ("allowed", "counts", "destination", "key_cache", "pending", "redact")
 
     def __init__(self, allowed: frozenset[int] | None, redact: bool, destination: PrivacyDestination) -> None:
         self.allowed = allowed
         self.redact = redact
         self.destination = destination
         self.counts = _Counts()
+        self.key_cache: dict[str, tuple[str, int, int]] = {}
         # (container, key or index, text): a content string placed in the copy, maybe to be replaced.
         self.pending: list[tuple[Any, Any, str]] = []
 
     def key(self, key: Any, in_content: bool) -> str:
         text = key if type(key) is str else _key_text(key)
-        if in_content or ("[" in text and _MARKER.search(text)):
-            return _sanitize(text, self.allowed, self.redact, self.counts)
-        return text
+        if not in_content and not ("[" in text and _MARKER.search(text)):
+            return text
+        # Payloads repeat the same few keys thousands of times: sanitize each distinct key once and
+        # replay its counts on every later occurrence.
+        cached = self.key_cache.get(text)
+        if cached is None:
+            counts = _Counts()
+            cached = (_sanitize(text, self.allowed, self.redact, counts), counts.blocked, counts.redactions)
+            self.key_cache[text] = cached
+        sanitized, blocked, redactions = cached
+        if sanitized != text:
+            self.counts.changed = True
+            self.counts.blocked += blocked
+            self.counts.redactions += redactions
+        return sanitized
 
     def walk(self, value: Any, in_content: bool, depth: int) -> Any:
         kind = type(value)
