@@ -332,10 +332,8 @@ def _decode_records(data: bytes, start: int) -> list[CanonicalMessage]:
     return messages
 
 
-def _scan_records(
-    data: bytes, start: int, first_line: int, index: _HistoryIndex, messages: list[CanonicalMessage] | None
-) -> None:
-    """Decode and check the complete records in ``data[start:]``; ``data`` must end with a newline."""
+def _scan_records(data: bytes, start: int, first_line: int, index: _HistoryIndex) -> None:
+    """Decode, check and index the records in ``data[start:]``; ``data`` must end with a newline."""
     line_number = first_line
     position = start
     end = len(data)
@@ -344,24 +342,26 @@ def _scan_records(
         message = _decode_message(data[position:newline], line_number)
         index.check_existing(message, line_number)
         index.admit(message)
-        if messages is not None:
-            messages.append(message)
         position = newline + 1
         line_number += 1
 
 
-def _check_shape(data: bytes, base_lines: int, base_messages: int, limits: ReferenceHistoryLimits) -> int:
-    """Cheap whole-buffer checks done before any decoding; returns the number of newlines in ``data``."""
+def _check_shape(data: bytes, lines_before: int, limits: ReferenceHistoryLimits) -> None:
+    """Cheap whole-buffer checks made before anything is decoded.
+
+    ``data`` continues a file that already has ``lines_before`` complete lines (0: ``data`` is the whole
+    file, header included).
+    """
     newlines = data.count(b"\n")
-    if base_messages + newlines - (1 if base_lines == 0 else 0) > limits.max_messages:
+    messages = max(lines_before + newlines - 1, 0)
+    if messages > limits.max_messages:
         raise ReferenceHistoryReadError(
             "too-many-messages", f"the file holds more than {limits.max_messages} messages"
         )
     if data and not data.endswith(b"\n"):
         raise ReferenceHistoryReadError(
-            "unterminated-record", "the last record has no final newline", line=base_lines + newlines + 1
+            "unterminated-record", "the last record has no final newline", line=lines_before + newlines + 1
         )
-    return newlines
 
 
 def _os_error(error: OSError, action: str) -> ReferenceHistoryError:
@@ -450,7 +450,7 @@ def read_reference_history(
         )
     if not data:
         raise ReferenceHistoryReadError("empty-file", "the history file is empty", line=1)
-    _check_shape(data, 0, 0, limits)
+    _check_shape(data, 0, limits)
     header_end = data.index(b"\n")
     header = _decode_header(data[:header_end])
     _check_identity(header, runtime_id, session_id, trusted_project_root)
@@ -625,15 +625,15 @@ def _catch_up(fd: int, key: tuple[int, int], size: int, limits: ReferenceHistory
             data = _read_range(fd, 0, size)
             if not data:
                 raise ReferenceHistoryReadError("empty-file", "the history file is empty", line=1)
-            _check_shape(data, 0, 0, limits)
+            _check_shape(data, 0, limits)
             header_end = data.index(b"\n")
             index = _HistoryIndex(_decode_header(data[:header_end]), 0, data[: header_end + 1])
-            _scan_records(data, header_end + 1, 2, index, None)
+            _scan_records(data, header_end + 1, 2, index)
             index.extend_tail(data)
         elif index.checked_bytes < size:
             data = _read_range(fd, index.checked_bytes, size - index.checked_bytes)
-            _check_shape(data, index.messages + 1, index.messages, limits)
-            _scan_records(data, 0, index.messages + 2, index, None)
+            _check_shape(data, index.messages + 1, limits)
+            _scan_records(data, 0, index.messages + 2, index)
             index.extend_tail(data)
     except OSError:
         _store_index(key, None)
