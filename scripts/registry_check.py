@@ -5,9 +5,9 @@ is accepted. For each of the three distributions it reads the index's project pa
 version's wheel with an isolated client (``pip download --isolated --no-deps --only-binary :all:``, so no
 local configuration, find-links or cache can answer instead of the index), and checks that the file's
 sha256 matches the index's ``#sha256=`` link, that its METADATA carries the right name and version, and that
-the adapters pin core exactly. It then creates a clean venv, installs the third-party dependencies the
-wheels declare, installs the three downloaded wheels with no index at all, checks what got installed and
-runs ``ds4-context-conformance`` against the reference adapter from that venv.
+the adapters pin core exactly. It then creates a clean venv (``uv venv``), installs the third-party
+dependencies the wheels declare, installs the three downloaded wheels with no index at all, checks what
+got installed and runs ``ds4-context-conformance`` against the reference adapter from that venv.
 
 Codes: REG001 not an exact version, REG002 index page unreachable, REG003 the version's wheel or its
 sha256 is not listed, REG004 download failed, REG005 sha256 mismatch, REG006 name or version mismatch,
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import html.parser
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -68,7 +69,11 @@ def index_files(index_url: str, dist: Distribution) -> list[IndexFile]:
     try:
         with urllib.request.urlopen(page, timeout=60) as response:  # noqa: S310 - the URL is the user's index
             text = response.read().decode("utf-8", "replace")
-    except (OSError, urllib.error.URLError, ValueError) as exc:
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise ReleaseError("REG003", f"{dist.name} is not on the index ({page}: 404)") from exc
+        raise ReleaseError("REG002", f"cannot read {page}: {exc}") from exc
+    except (OSError, ValueError) as exc:
         raise ReleaseError("REG002", f"cannot read {page}: {exc}") from exc
     links = _Links()
     links.feed(text)
@@ -145,12 +150,8 @@ print(json.dumps(out))
 """
 
 
-def registry_check(version: str, index_url: str, work: Path) -> None:
-    """Run every step; raises :class:`ReleaseError` at the first failing one."""
-    if not is_release_version(version):
-        raise ReleaseError(
-            "REG001", f"{version!r} is not an exact release version like 0.1.0 (no ranges, no 'latest')"
-        )
+def _listed_wheels(index_url: str, version: str) -> dict[str, IndexFile]:
+    """Step 1: the index lists exactly one wheel per distribution at ``version``, with a sha256."""
     listed: dict[str, IndexFile] = {}
     for dist in DISTRIBUTIONS:
         prefix = f"{dist.file_stem}-{version}-"
@@ -165,19 +166,22 @@ def registry_check(version: str, index_url: str, work: Path) -> None:
                 f"{index_url}: expected one {dist.name} {version} wheel, the index lists {len(candidates)}",
             )
         if not candidates[0].sha256:
-            raise ReleaseError(
-                "REG003", f"{index_url}: {candidates[0].filename} is listed without a #sha256= digest"
-            )
+            raise ReleaseError("REG003", f"{index_url}: {candidates[0].filename} is listed without #sha256=")
         listed[dist.name] = candidates[0]
-    _say(f"ok: the index lists one wheel with a sha256 for each of the three at {version}")
+    return listed
 
-    venv = work / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], "REG011", "creating the clean venv")
-    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    downloads = work / "download"
+
+def _download_and_verify(
+    index_url: str, version: str, listed: dict[str, IndexFile], downloads: Path
+) -> list[WheelFile]:
+    """Step 2: an isolated pip downloads the three wheels; each must match the index and pin core exactly."""
+    if importlib.util.find_spec("pip") is None:
+        raise ReleaseError(
+            "REG011", f"pip is needed for the isolated download and is missing in {sys.prefix}"
+        )
     _run(
         [
-            str(python), "-m", "pip", "download", "--isolated", "--no-deps", "--only-binary", ":all:",
+            sys.executable, "-m", "pip", "download", "--isolated", "--no-deps", "--only-binary", ":all:",
             "--no-cache-dir", "--disable-pip-version-check", "--no-input", "--quiet",
             "--index-url", index_url, "--dest", str(downloads),
             *(f"{dist.name}=={version}" for dist in DISTRIBUTIONS),
@@ -197,15 +201,19 @@ def registry_check(version: str, index_url: str, work: Path) -> None:
             raise ReleaseError("REG006", exc.message) from exc
         problems += _verify(wheel, dist, version, listed[dist.name])
         wheels.append(wheel)
+    if len(problems) > 1:
+        raise ReleaseError(problems[0].code, "; ".join(map(str, problems)))
     if problems:
-        raise (
-            problems[0]
-            if len(problems) == 1
-            else ReleaseError(problems[0].code, "; ".join(map(str, problems)))
-        )
-    _say("ok: downloaded wheels match the index's sha256, their names, versions and exact core pins")
+        raise problems[0]
+    return wheels
 
+
+def _install_clean(wheels: list[WheelFile], version: str, work: Path) -> Path:
+    """Step 3: a clean venv gets the dependencies, then the downloaded wheels with no index at all."""
     uv = _uv()
+    venv = work / "venv"
+    _run([uv, "venv", "--no-config", "--python", sys.executable, str(venv)], "REG011", "creating the venv")
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     dependencies = third_party_requirements(wheels)
     if dependencies:
         _run(
@@ -216,7 +224,8 @@ def registry_check(version: str, index_url: str, work: Path) -> None:
     _run(
         [
             uv, "pip", "install", "--python", str(python), "--no-config", "--no-index", "--no-cache",
-            "--find-links", str(downloads), *(f"{dist.name}=={version}" for dist in DISTRIBUTIONS),
+            "--find-links", str(wheels[0].path.parent),
+            *(f"{dist.name}=={version}" for dist in DISTRIBUTIONS),
         ],
         "REG008",
         "installing the downloaded wheels with no index",
@@ -233,19 +242,35 @@ def registry_check(version: str, index_url: str, work: Path) -> None:
             )
         if not Path(location).resolve().is_relative_to(venv.resolve()):
             raise ReleaseError("REG009", f"{dist.package} imports from {location}, not from the clean venv")
-    _say(f"ok: installed {version} of all three into a clean venv from the downloaded files only")
+    return venv
 
+
+def _conformance(venv: Path, work: Path) -> None:
+    """Step 4: the conformance command of the installed core passes for the installed reference adapter."""
     command = venv / ("Scripts" if os.name == "nt" else "bin") / "ds4-context-conformance"
     if not command.exists():
-        raise ReleaseError(
-            "REG010", f"the installed {DISTRIBUTIONS[0].name} has no ds4-context-conformance command"
-        )
+        raise ReleaseError("REG010", "the installed ds4-context-core has no ds4-context-conformance command")
     _run(
         [str(command), CONFORMANCE_TARGET, "--json"],
         "REG010",
         f"conformance of {CONFORMANCE_TARGET}",
         cwd=work,
     )
+
+
+def registry_check(version: str, index_url: str, work: Path) -> None:
+    """Run every step; raises :class:`ReleaseError` at the first failing one."""
+    if not is_release_version(version):
+        raise ReleaseError(
+            "REG001", f"{version!r} is not an exact release version like 0.1.0 (no ranges, no 'latest')"
+        )
+    listed = _listed_wheels(index_url, version)
+    _say(f"ok: the index lists one wheel with a sha256 for each of the three at {version}")
+    wheels = _download_and_verify(index_url, version, listed, work / "download")
+    _say("ok: downloaded wheels match the index's sha256, their names, versions and exact core pins")
+    venv = _install_clean(wheels, version, work)
+    _say(f"ok: installed {version} of all three into a clean venv from the downloaded files only")
+    _conformance(venv, work)
     _say(f"ok: conformance passes from the installed {version} wheels")
 
 
