@@ -23,6 +23,7 @@ class Reply:
     raw: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    wait_for: threading.Event | None = None
 
 
 @dataclass
@@ -59,6 +60,8 @@ class ScriptedServer:
                     self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
                 )
                 reply = server._reply_for(recorded)
+                if reply.wait_for is not None:
+                    reply.wait_for.wait(timeout=5)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()

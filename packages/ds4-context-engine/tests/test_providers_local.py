@@ -1,3 +1,5 @@
+import threading
+
 import anyio
 import pytest
 from _http_servers import Reply, ScriptedServer, closed_port_url
@@ -277,28 +279,31 @@ def test_results_are_cached_per_provider_until_the_ttl_expires():
 
 
 def test_an_older_slower_probe_never_overwrites_a_newer_result():
+    second_done = threading.Event()
+
+    def answer(request):
+        if len(server.requests) == 1:
+            return Reply(body={"data": [{"id": "old"}]}, wait_for=second_done)
+        return Reply(body={"data": [{"id": "new"}]})
+
     with ScriptedServer() as server:
-        server.on(
-            "GET",
-            "/v1/models",
-            Reply(body={"data": [{"id": "old"}]}, delay_s=0.3),
-            Reply(body={"data": [{"id": "new"}]}),
-        )
+        server.on("GET", "/v1/models", answer)
         definition = parse_local_provider({"id": "c", "type": "openai_compat", "baseUrl": server.url})
-        discovery = LocalProviderDiscovery(ttl_s=0)
+        discovery = LocalProviderDiscovery(ttl_s=0, timeout_ms=5000)
         results = {}
 
         async def main():
             async def probe(name):
                 results[name] = await discovery.discover(definition)
+                if name == "second":
+                    second_done.set()  # only now may the older probe's answer arrive
 
             async with anyio.create_task_group() as group:
                 group.start_soon(probe, "first")
-                await anyio.sleep(0.1)
+                while not server.requests:  # the first probe is in flight before the second starts
+                    await anyio.sleep(0.005)
                 group.start_soon(probe, "second")
-
-            cached = discovery._cache[(definition.id, definition.api_root)]
-            return cached.models
+            return discovery._cache[(definition.id, definition.api_root)].models
 
         kept = anyio.run(main)
     assert results["second"].chat_models == ("new",)

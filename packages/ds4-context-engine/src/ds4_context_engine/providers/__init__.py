@@ -1,5 +1,13 @@
 """Provider-side names: model references, local provider discovery and HTTP transports."""
 
+from ._anthropic import (
+    ANTHROPIC_API_VERSION,
+    ANTHROPIC_DEFAULT_BASE_URL,
+    ANTHROPIC_DEFAULT_MAX_TOKENS,
+    ANTHROPIC_MAX_CACHE_BREAKPOINTS,
+    AnthropicMessagesTransport,
+)
+from ._convert import INTEROP_MODULE, MessageConverter
 from ._errors import ECHO_MAX_BYTES, LocalProviderError, ModelReferenceError, ProviderConfigurationError
 from ._local import (
     DISCOVERY_CACHE_TTL_S,
@@ -26,11 +34,48 @@ from ._model_reference import (
     ModelReference,
     parse_model_reference,
 )
+from ._openai import (
+    OPENAI_DEFAULT_BASE_URL,
+    OpenAIChatTransport,
+    OpenAIResponsesTransport,
+    local_provider_transport,
+)
+from ._transport import (
+    DEFAULT_REQUEST_TIMEOUT_S,
+    PROVIDER_RESPONSE_MAX_BYTES,
+    HttpTransport,
+    ProviderResponseError,
+    UsageCallback,
+    parse_retry_after_ms,
+)
+from ._types import (
+    FAILURE_KINDS,
+    FALLBACK_CODES,
+    TRANSIENT_FAILURE_KINDS,
+    CompletionOutput,
+    CompletionRequest,
+    CompletionUsage,
+    FailureKind,
+    OutputToolCall,
+    ProviderContinuation,
+    ToolDefinition,
+    TransportFailure,
+    TransportResult,
+    UsageObservation,
+)
 
 __all__ = [
+    "ANTHROPIC_API_VERSION",
+    "ANTHROPIC_DEFAULT_BASE_URL",
+    "ANTHROPIC_DEFAULT_MAX_TOKENS",
+    "ANTHROPIC_MAX_CACHE_BREAKPOINTS",
+    "DEFAULT_REQUEST_TIMEOUT_S",
     "DISCOVERY_CACHE_TTL_S",
     "DISCOVERY_TIMEOUT_MS",
     "ECHO_MAX_BYTES",
+    "FAILURE_KINDS",
+    "FALLBACK_CODES",
+    "INTEROP_MODULE",
     "LMSTUDIO_DEFAULT_BASE_URL",
     "LOCAL_PROVIDER_ERROR_CODES",
     "LOCAL_PROVIDER_TYPES",
@@ -39,18 +84,40 @@ __all__ = [
     "MODEL_REFERENCE_ERROR_CODES",
     "MODEL_REFERENCE_MAX_BYTES",
     "OLLAMA_DEFAULT_BASE_URL",
+    "OPENAI_DEFAULT_BASE_URL",
+    "PROVIDER_RESPONSE_MAX_BYTES",
     "RETIRED_MODEL_ALIASES",
+    "TRANSIENT_FAILURE_KINDS",
+    "AnthropicMessagesTransport",
+    "CompletionOutput",
+    "CompletionRequest",
+    "CompletionUsage",
+    "FailureKind",
+    "HttpTransport",
     "LocalProviderDefinition",
     "LocalProviderDiscovery",
     "LocalProviderError",
     "LocalProviderModels",
     "LocalProviderType",
+    "MessageConverter",
     "ModelReference",
     "ModelReferenceError",
+    "OpenAIChatTransport",
+    "OpenAIResponsesTransport",
+    "OutputToolCall",
     "ProviderConfigurationError",
+    "ProviderContinuation",
+    "ProviderResponseError",
+    "ToolDefinition",
+    "TransportFailure",
+    "TransportResult",
+    "UsageCallback",
+    "UsageObservation",
     "is_private_host",
+    "local_provider_transport",
     "openai_api_root",
     "parse_local_provider",
     "parse_model_reference",
+    "parse_retry_after_ms",
     "validate_provider_base_url",
 ]

@@ -17,6 +17,7 @@ __all__ = [
     "CompletionUsage",
     "FailureKind",
     "OutputToolCall",
+    "ProviderContinuation",
     "ToolDefinition",
     "TransportFailure",
     "TransportResult",
@@ -59,11 +60,29 @@ class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True):
     parameters: dict[str, Any] = msgspec.field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
+class ProviderContinuation(msgspec.Struct, frozen=True, kw_only=True):
+    """Proof of what a provider has stored after a call, so the next call may send only what is new.
+
+    ``prefix_hash`` covers the canonical messages that were sent, ``reply_hash`` the answer the provider
+    stored after them, and ``settings_hash`` the model, system prompt, tools and privacy policy. A later
+    request continues from ``response_id`` only if all three still match; otherwise it replays in full.
+    """
+
+    provider: str
+    model: str
+    response_id: str
+    prefix_count: int
+    prefix_hash: str
+    reply_hash: str
+    settings_hash: str
+
+
 class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What a transport sends: provider-facing canonical messages (a plan's output) and model limits.
 
     ``stable_prefix_count`` is how many leading messages the plan promises to keep byte-identical on the
     next call; Anthropic cache breakpoints go there. ``system`` is the host's system prompt.
+    ``continuation`` is the one a previous :class:`TransportResult` returned (OpenAI Responses only).
     """
 
     messages: tuple[CanonicalMessage, ...]
@@ -74,6 +93,7 @@ class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
     temperature: float | None = None
     stable_prefix_count: int = 0
     estimated_input_tokens: int | None = None
+    continuation: ProviderContinuation | None = None
 
 
 class CompletionUsage(msgspec.Struct, frozen=True, kw_only=True):
@@ -137,4 +157,5 @@ class TransportResult(msgspec.Struct, frozen=True, kw_only=True):
     retryable: bool = False
     failure: TransportFailure | None = None
     continued_from: str | None = None
+    continuation: ProviderContinuation | None = None
     elapsed_ms: float = 0.0

@@ -1,0 +1,223 @@
+"""Anthropic Messages, with prompt-cache breakpoints on the plan's stable prefix."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any, ClassVar, Final
+
+import httpx
+import msgspec
+
+from ds4_context_core import CanonicalMessage, TextBlock
+from ds4_context_core.privacy import PrivacyPolicy
+
+from ._convert import MessageConverter, interop_converter
+from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
+from ._types import CompletionOutput, CompletionRequest, CompletionUsage, OutputToolCall
+
+__all__ = [
+    "ANTHROPIC_API_VERSION",
+    "ANTHROPIC_DEFAULT_BASE_URL",
+    "ANTHROPIC_DEFAULT_MAX_TOKENS",
+    "ANTHROPIC_MAX_CACHE_BREAKPOINTS",
+    "AnthropicMessagesTransport",
+]
+
+ANTHROPIC_DEFAULT_BASE_URL: Final = "https://api.anthropic.com/v1"
+ANTHROPIC_API_VERSION: Final = "2023-06-01"
+ANTHROPIC_DEFAULT_MAX_TOKENS: Final = 4096
+ANTHROPIC_MAX_CACHE_BREAKPOINTS: Final = 4
+_EPHEMERAL: Final = {"type": "ephemeral"}
+
+
+class _ContentBlock(msgspec.Struct):
+    type: str
+    text: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: dict[str, Any] | None = None
+
+
+class _Usage(msgspec.Struct):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+
+
+class _MessageResponse(msgspec.Struct):
+    id: str
+    content: list[_ContentBlock]
+    model: str | None = None
+    stop_reason: str | None = None
+    usage: _Usage | None = None
+
+
+def _as_blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return content
+    raise TypeError("message content must be a string or a list of blocks")
+
+
+def _mark_last_block(message: dict[str, Any]) -> bool:
+    blocks = _as_blocks(message.get("content"))
+    if not blocks or not isinstance(blocks[-1], dict):
+        return False
+    # Thinking blocks cannot carry cache_control; the breakpoint is simply skipped then.
+    if blocks[-1].get("type") in ("thinking", "redacted_thinking"):
+        return False
+    blocks[-1] = {**blocks[-1], "cache_control": dict(_EPHEMERAL)}
+    message["content"] = blocks
+    return True
+
+
+class AnthropicMessagesTransport(HttpTransport):
+    """``POST {base_url}/messages`` (non-streaming).
+
+    Canonical ``system`` messages and ``request.system`` become the top-level ``system`` blocks. Cache
+    breakpoints go on the last tool definition, the last system block and the last block of the plan's
+    stable prefix (``request.stable_prefix_count`` messages): the parts that stay byte-identical from one
+    call to the next, so Anthropic can serve them from its prompt cache.
+    """
+
+    endpoint_path: ClassVar[str] = "/messages"
+
+    def __init__(
+        self,
+        *,
+        base_url: str = ANTHROPIC_DEFAULT_BASE_URL,
+        provider: str = "anthropic",
+        api_key: str | None = None,
+        api_key_env: str | None = "ANTHROPIC_API_KEY",
+        client: httpx.AsyncClient | None = None,
+        timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        privacy_policy: PrivacyPolicy | None = None,
+        on_usage: UsageCallback | None = None,
+        extra_headers: dict[str, str] | None = None,
+        cache_prefix: bool = True,
+        converter: MessageConverter | None = None,
+    ) -> None:
+        super().__init__(
+            base_url=base_url,
+            provider=provider,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            client=client,
+            timeout_s=timeout_s,
+            privacy_policy=privacy_policy,
+            on_usage=on_usage,
+            extra_headers=extra_headers,
+        )
+        self._cache_prefix = cache_prefix
+        self._converter = converter
+
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
+        headers = {"anthropic-version": ANTHROPIC_API_VERSION}
+        if api_key:
+            headers["x-api-key"] = api_key
+        return headers
+
+    def _convert(self, messages: Sequence[CanonicalMessage]) -> list[dict[str, Any]]:
+        converter = self._converter or interop_converter("to_anthropic_messages")
+        return [copy.deepcopy(message) for message in converter(messages)]
+
+    def _place_prefix_breakpoint(
+        self, converted: list[dict[str, Any]], conversation: Sequence[CanonicalMessage], prefix_count: int
+    ) -> bool:
+        """Mark the end of the stable prefix, found by converting the prefix alone.
+
+        The converter may merge neighbouring messages (tool results join the next user turn), so canonical
+        index ``n`` is not converted index ``n``. If the prefix's conversion is not a prefix of the whole
+        conversion, no breakpoint is placed: a missing breakpoint costs money, a wrong one nothing worse.
+        """
+        prefix = self._convert(conversation[:prefix_count])
+        if not prefix or len(prefix) > len(converted):
+            return False
+        last = len(prefix) - 1
+        if prefix[:last] != converted[:last]:
+            return False
+        head, whole = prefix[last], converted[last]
+        if head.get("role") != whole.get("role"):
+            return False
+        head_blocks, whole_blocks = _as_blocks(head.get("content")), _as_blocks(whole.get("content"))
+        if whole_blocks[: len(head_blocks)] != head_blocks:
+            return False
+        target = whole_blocks[len(head_blocks) - 1]
+        if not isinstance(target, dict) or target.get("type") in ("thinking", "redacted_thinking"):
+            return False
+        whole_blocks[len(head_blocks) - 1] = {**target, "cache_control": dict(_EPHEMERAL)}
+        whole["content"] = whole_blocks
+        return True
+
+    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
+        system_texts = [request.system] if request.system else []
+        conversation: list[CanonicalMessage] = []
+        for message in request.messages:
+            if message.role == "system":
+                system_texts.extend(block.text for block in message.blocks if isinstance(block, TextBlock))
+            else:
+                conversation.append(message)
+        converted = self._convert(conversation)
+        max_tokens = request.max_output_tokens or request.model.max_tokens or ANTHROPIC_DEFAULT_MAX_TOKENS
+        payload: dict[str, Any] = {"model": request.model.id, "max_tokens": max_tokens, "messages": converted}
+        system_blocks: list[dict[str, Any]] = [
+            {"type": "text", "text": text} for text in system_texts if text
+        ]
+        if request.temperature is not None:
+            payload["temperature"] = request.temperature
+        tools = [
+            {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+            for tool in request.tools
+        ]
+        if self._cache_prefix:
+            if tools:
+                tools[-1]["cache_control"] = dict(_EPHEMERAL)
+            if system_blocks:
+                system_blocks[-1]["cache_control"] = dict(_EPHEMERAL)
+            # Canonical system messages are lifted out, so the prefix is counted on the rest.
+            prefix_count = sum(
+                1 for m in request.messages[: request.stable_prefix_count] if m.role != "system"
+            )
+            if 0 < prefix_count <= len(conversation):
+                self._place_prefix_breakpoint(converted, conversation, prefix_count)
+        if system_blocks:
+            payload["system"] = system_blocks
+        if tools:
+            payload["tools"] = tools
+        return payload
+
+    def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
+        response = msgspec.convert(body, _MessageResponse)
+        texts: list[str] = []
+        calls: list[OutputToolCall] = []
+        for block in response.content:
+            if block.type == "text":
+                texts.append(block.text or "")
+            elif block.type == "tool_use":
+                if not block.id or not block.name:
+                    raise ProviderResponseError(
+                        "provider-response-invalid", "a tool_use block has no id or name"
+                    )
+                calls.append(OutputToolCall(id=block.id, name=block.name, arguments=block.input or {}))
+        usage = None
+        if response.usage is not None:
+            cache_read = response.usage.cache_read_input_tokens or 0
+            cache_write = response.usage.cache_creation_input_tokens or 0
+            # Anthropic counts cached input separately; our input_tokens is the whole prompt.
+            usage = CompletionUsage(
+                input_tokens=response.usage.input_tokens + cache_read + cache_write,
+                output_tokens=response.usage.output_tokens,
+                cache_read_input_tokens=cache_read,
+                cache_creation_input_tokens=cache_write,
+            )
+        output = CompletionOutput(
+            text="".join(texts),
+            tool_calls=tuple(calls),
+            stop_reason=response.stop_reason,
+            response_id=response.id,
+            model=response.model,
+        )
+        return output, usage

@@ -1,0 +1,457 @@
+"""OpenAI Chat Completions, OpenAI Responses (with ``previous_response_id`` continuation), local servers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Final
+
+import httpx
+import msgspec
+
+from ds4_context_core import CanonicalMessage, TextBlock, ToolCallBlock, stable_hash
+from ds4_context_core.privacy import PrivacyPolicy, privacy_policy_version
+
+from ._convert import MessageConverter, interop_converter
+from ._local import LocalProviderDefinition
+from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
+from ._types import (
+    CompletionOutput,
+    CompletionRequest,
+    CompletionUsage,
+    OutputToolCall,
+    ProviderContinuation,
+    ToolDefinition,
+    TransportResult,
+)
+
+__all__ = [
+    "OPENAI_DEFAULT_BASE_URL",
+    "OpenAIChatTransport",
+    "OpenAIResponsesTransport",
+    "local_provider_transport",
+]
+
+OPENAI_DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+
+
+def _arguments(raw: object) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, str):
+        raise ProviderResponseError("provider-response-invalid", "tool call arguments are not JSON text")
+    if not raw.strip():
+        return {}
+    try:
+        decoded = msgspec.json.decode(raw)
+    except msgspec.DecodeError as error:
+        raise ProviderResponseError(
+            "provider-response-invalid", "tool call arguments are not valid JSON"
+        ) from error
+    if not isinstance(decoded, dict):
+        raise ProviderResponseError("provider-response-invalid", "tool call arguments are not a JSON object")
+    return decoded
+
+
+# --- Chat Completions response shape (only the fields we read) ---------------------------------------
+
+
+class _ChatFunction(msgspec.Struct):
+    name: str
+    arguments: str = ""
+
+
+class _ChatToolCall(msgspec.Struct):
+    id: str
+    function: _ChatFunction
+    type: str = "function"
+
+
+class _ChatContentPart(msgspec.Struct):
+    type: str
+    text: str | None = None
+
+
+class _ChatMessage(msgspec.Struct):
+    content: str | list[_ChatContentPart] | None = None
+    tool_calls: list[_ChatToolCall] | None = None
+    refusal: str | None = None
+
+
+class _ChatChoice(msgspec.Struct):
+    message: _ChatMessage
+    finish_reason: str | None = None
+
+
+class _PromptTokensDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
+class _ChatUsage(msgspec.Struct):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_details: _PromptTokensDetails | None = None
+
+
+class _ChatResponse(msgspec.Struct):
+    choices: list[_ChatChoice]
+    id: str | None = None
+    model: str | None = None
+    usage: _ChatUsage | None = None
+
+
+def _chat_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+        }
+        for tool in tools
+    ]
+
+
+class OpenAIChatTransport(HttpTransport):
+    """``POST {base_url}/chat/completions`` (non-streaming).
+
+    Also the transport for OpenAI-compatible servers (Ollama, LM Studio, llama.cpp, vLLM): give their
+    ``.../v1`` base URL, or use :func:`local_provider_transport`.
+    """
+
+    endpoint_path: ClassVar[str] = "/chat/completions"
+
+    def __init__(
+        self,
+        *,
+        base_url: str = OPENAI_DEFAULT_BASE_URL,
+        provider: str = "openai",
+        api_key: str | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        client: httpx.AsyncClient | None = None,
+        timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        privacy_policy: PrivacyPolicy | None = None,
+        on_usage: UsageCallback | None = None,
+        extra_headers: dict[str, str] | None = None,
+        output_limit_field: str = "max_completion_tokens",
+        converter: MessageConverter | None = None,
+    ) -> None:
+        super().__init__(
+            base_url=base_url,
+            provider=provider,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            client=client,
+            timeout_s=timeout_s,
+            privacy_policy=privacy_policy,
+            on_usage=on_usage,
+            extra_headers=extra_headers,
+        )
+        self._output_limit_field = output_limit_field
+        self._converter = converter
+
+    def _convert(self, messages: Sequence[CanonicalMessage]) -> list[dict[str, Any]]:
+        converter = self._converter or interop_converter("to_openai_chat_messages")
+        return list(converter(messages))
+
+    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
+        messages = self._convert(request.messages)
+        if request.system:
+            messages.insert(0, {"role": "system", "content": request.system})
+        payload: dict[str, Any] = {"model": request.model.id, "messages": messages, "stream": False}
+        if request.max_output_tokens is not None:
+            payload[self._output_limit_field] = request.max_output_tokens
+        if request.temperature is not None:
+            payload["temperature"] = request.temperature
+        if request.tools:
+            payload["tools"] = _chat_tools(request.tools)
+        return payload
+
+    def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
+        response = msgspec.convert(body, _ChatResponse)
+        if not response.choices:
+            raise ProviderResponseError("provider-response-invalid", "the answer has no choices")
+        choice = response.choices[0]
+        content = choice.message.content
+        if isinstance(content, list):
+            text = "".join(part.text or "" for part in content if part.type in ("text", "output_text"))
+        else:
+            text = content or ""
+        calls = tuple(
+            OutputToolCall(id=call.id, name=call.function.name, arguments=_arguments(call.function.arguments))
+            for call in choice.message.tool_calls or ()
+        )
+        usage = None
+        if response.usage is not None:
+            details = response.usage.prompt_tokens_details
+            usage = CompletionUsage(
+                input_tokens=response.usage.prompt_tokens,
+                output_tokens=response.usage.completion_tokens,
+                cache_read_input_tokens=(details.cached_tokens or 0) if details else 0,
+            )
+        output = CompletionOutput(
+            text=text,
+            tool_calls=calls,
+            stop_reason=choice.finish_reason,
+            response_id=response.id,
+            model=response.model,
+        )
+        return output, usage
+
+
+def local_provider_transport(
+    definition: LocalProviderDefinition,
+    *,
+    client: httpx.AsyncClient | None = None,
+    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    privacy_policy: PrivacyPolicy | None = None,
+    on_usage: UsageCallback | None = None,
+    converter: MessageConverter | None = None,
+) -> OpenAIChatTransport:
+    """A chat transport for a validated local provider (its ``/v1`` root, its resolved key).
+
+    Local servers read ``max_tokens``, not OpenAI's newer ``max_completion_tokens``. The privacy
+    destination is decided by the provider id: list the id in ``PrivacyPolicy.local_providers`` when the
+    server runs on this machine, so local-only content may reach it.
+    """
+    return OpenAIChatTransport(
+        base_url=definition.api_root,
+        provider=definition.id,
+        api_key=definition.resolve_api_key(),
+        api_key_env=None,
+        client=client,
+        timeout_s=timeout_s,
+        privacy_policy=privacy_policy,
+        on_usage=on_usage,
+        output_limit_field="max_tokens",
+        converter=converter,
+    )
+
+
+# --- Responses API ------------------------------------------------------------------------------------
+
+
+class _ResponsesContent(msgspec.Struct):
+    type: str
+    text: str | None = None
+
+
+class _ResponsesItem(msgspec.Struct):
+    type: str
+    content: list[_ResponsesContent] | None = None
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _InputTokensDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
+class _ResponsesUsage(msgspec.Struct):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    input_tokens_details: _InputTokensDetails | None = None
+
+
+class _IncompleteDetails(msgspec.Struct):
+    reason: str | None = None
+
+
+class _ResponsesResponse(msgspec.Struct):
+    id: str
+    output: list[_ResponsesItem]
+    status: str | None = None
+    model: str | None = None
+    usage: _ResponsesUsage | None = None
+    incomplete_details: _IncompleteDetails | None = None
+
+
+def _messages_hash(messages: Sequence[CanonicalMessage]) -> str:
+    return stable_hash([msgspec.to_builtins(message) for message in messages])
+
+
+def _reply_hash(text: str, tool_calls: Sequence[tuple[str, str, dict[str, Any]]]) -> str:
+    return stable_hash({"text": text, "toolCalls": [list(call) for call in tool_calls]})
+
+
+def _reply_hash_of_output(output: CompletionOutput) -> str:
+    return _reply_hash(output.text, [(call.id, call.name, call.arguments) for call in output.tool_calls])
+
+
+def _reply_hash_of_message(message: CanonicalMessage) -> str:
+    text = "".join(block.text for block in message.blocks if isinstance(block, TextBlock))
+    calls = [
+        (block.id, block.name, block.arguments)
+        for block in message.blocks
+        if isinstance(block, ToolCallBlock)
+    ]
+    return _reply_hash(text, calls)
+
+
+class OpenAIResponsesTransport(HttpTransport):
+    """``POST {base_url}/responses`` with the ``provider-continuation`` capability.
+
+    After a completed call the result carries a :class:`ProviderContinuation`. Pass it back on the next
+    request: when the new plan starts with exactly the messages sent last time, followed by exactly the
+    answer the provider stored, only the newer messages are sent with ``previous_response_id``. Any
+    difference (trimmed or edited history, another model, system prompt, tool set or privacy policy)
+    means a full replay. If the provider no longer has the stored response, the call is replayed once in
+    full.
+    """
+
+    endpoint_path: ClassVar[str] = "/responses"
+
+    def __init__(
+        self,
+        *,
+        base_url: str = OPENAI_DEFAULT_BASE_URL,
+        provider: str = "openai",
+        api_key: str | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        client: httpx.AsyncClient | None = None,
+        timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        privacy_policy: PrivacyPolicy | None = None,
+        on_usage: UsageCallback | None = None,
+        extra_headers: dict[str, str] | None = None,
+        converter: MessageConverter | None = None,
+    ) -> None:
+        super().__init__(
+            base_url=base_url,
+            provider=provider,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            client=client,
+            timeout_s=timeout_s,
+            privacy_policy=privacy_policy,
+            on_usage=on_usage,
+            extra_headers=extra_headers,
+        )
+        self._converter = converter
+        self._policy_version = privacy_policy_version(privacy_policy)
+
+    def _convert(self, messages: Sequence[CanonicalMessage]) -> list[dict[str, Any]]:
+        converter = self._converter or interop_converter("to_openai_responses_input")
+        return list(converter(messages))
+
+    def _settings_hash(self, request: CompletionRequest) -> str:
+        return stable_hash(
+            {
+                "provider": self.provider,
+                "baseUrl": self.base_url,
+                "model": request.model.id,
+                "system": request.system,
+                "tools": [msgspec.to_builtins(tool) for tool in request.tools],
+                "privacy": self._policy_version,
+            }
+        )
+
+    def continuation_start(self, request: CompletionRequest) -> int | None:
+        """Index of the first message to send after ``previous_response_id``, or None for a full replay."""
+        state = request.continuation
+        if state is None or state.provider != self.provider or state.model != request.model.id:
+            return None
+        count = state.prefix_count
+        messages = request.messages
+        if len(messages) <= count + 1 or state.settings_hash != self._settings_hash(request):
+            return None
+        reply = messages[count]
+        if reply.role != "assistant" or _reply_hash_of_message(reply) != state.reply_hash:
+            return None
+        if _messages_hash(messages[:count]) != state.prefix_hash:
+            return None
+        return count + 1
+
+    def _payload(self, request: CompletionRequest, start: int | None) -> dict[str, Any]:
+        messages = request.messages if start is None else request.messages[start:]
+        payload: dict[str, Any] = {"model": request.model.id, "input": self._convert(messages), "store": True}
+        if start is not None and request.continuation is not None:
+            payload["previous_response_id"] = request.continuation.response_id
+        if request.system:
+            payload["instructions"] = request.system
+        if request.max_output_tokens is not None:
+            payload["max_output_tokens"] = request.max_output_tokens
+        if request.temperature is not None:
+            payload["temperature"] = request.temperature
+        if request.tools:
+            payload["tools"] = [
+                {
+                    "type": "function",
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                }
+                for tool in request.tools
+            ]
+        return payload
+
+    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
+        return self._payload(request, self.continuation_start(request))
+
+    def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
+        response = msgspec.convert(body, _ResponsesResponse)
+        texts: list[str] = []
+        calls: list[OutputToolCall] = []
+        for item in response.output:
+            if item.type == "message":
+                texts.extend(part.text or "" for part in item.content or () if part.type == "output_text")
+            elif item.type == "function_call":
+                if not item.call_id or not item.name:
+                    raise ProviderResponseError(
+                        "provider-response-invalid", "a function call has no call_id/name"
+                    )
+                calls.append(
+                    OutputToolCall(id=item.call_id, name=item.name, arguments=_arguments(item.arguments))
+                )
+        usage = None
+        if response.usage is not None:
+            details = response.usage.input_tokens_details
+            usage = CompletionUsage(
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+                cache_read_input_tokens=(details.cached_tokens or 0) if details else 0,
+            )
+        stop = response.status
+        if response.incomplete_details is not None and response.incomplete_details.reason:
+            stop = response.incomplete_details.reason
+        output = CompletionOutput(
+            text="".join(texts),
+            tool_calls=tuple(calls),
+            stop_reason=stop,
+            response_id=response.id,
+            model=response.model,
+        )
+        return output, usage
+
+    async def complete(self, request: CompletionRequest) -> TransportResult:
+        start = None
+        try:
+            start = self.continuation_start(request)
+        except Exception:  # a malformed continuation only costs the shortcut, never the turn
+            start = None
+        result = await super().complete(request)
+        failure = result.failure
+        if (
+            start is not None
+            and result.status == "fallback"
+            and failure is not None
+            and (
+                failure.http_status == 404
+                or (failure.http_status == 400 and "previous_response" in failure.reason)
+            )
+        ):
+            # The stored response may have expired or been deleted: replay everything once.
+            result = await super().complete(msgspec.structs.replace(request, continuation=None))
+            start = None
+        if result.status != "completed" or result.output is None or not result.output.response_id:
+            return result
+        continuation = ProviderContinuation(
+            provider=self.provider,
+            model=request.model.id,
+            response_id=result.output.response_id,
+            prefix_count=len(request.messages),
+            prefix_hash=_messages_hash(request.messages),
+            reply_hash=_reply_hash_of_output(result.output),
+            settings_hash=self._settings_hash(request),
+        )
+        continued_from = (
+            request.continuation.response_id if start is not None and request.continuation else None
+        )
+        return msgspec.structs.replace(result, continuation=continuation, continued_from=continued_from)
