@@ -8,6 +8,7 @@ tokens at once, so between compactions every plan extends the previous one byte 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -77,7 +78,7 @@ _FRONT_KINDS: Final = frozenset({"memory", "summary"})
 _MAX_LISTED_IDS: Final = 64
 _MAX_DIAGNOSTICS: Final = 32
 _MAX_ID_CHARS: Final = 256
-_PRE_CUT_FACTOR: Final = 2
+_PRE_CUT_FACTOR: Final = 1.5
 _plan_encoder = msgspec.json.Encoder(order="sorted")
 
 
@@ -490,14 +491,14 @@ class _Run:
         """Complete units rooted at or after the cut (with their tokens in ``self.unit_tokens``), and
         the positions after the cut that belong to units rooted before it."""
         index = self.index
-        is_tool, find, incomplete = index.is_tool, index.find, index.incomplete
+        parent, find, incomplete = index.parent, index.find, index.incomplete
         tokens, members = index.tokens, index.members
         cut = self.cut
         units: list[int] = []
         unit_tokens: dict[int, int] = {}
         stragglers: list[int] = []
         for position in range(cut, self.n):
-            if is_tool[position]:
+            if parent[position] >= 0:
                 root = find(position)
                 if root != position:
                     if root < cut:
@@ -543,20 +544,61 @@ class _Run:
         current = index.current_request()
         assert current is not None  # _mandatory raised otherwise
         supplements = self._supplements(index.view[current])
+        jumped = self._skip_far_history()
         units, stragglers = self._window_units(mandatory)
         window_tokens = sum(self.unit_tokens.values())
         outside_tokens = sum(self._unit_tokens_original(root) for root in mandatory if root < self.cut)
         supplement_tokens = sum(entry[3] for entry in supplements)
         fixed = self.budget.fixed_tokens
         usage = fixed + outside_tokens + supplement_tokens + window_tokens
-        if usage > self.budget.soft_limit:
-            usage, units, supplements = self._compact(usage, units, mandatory, supplements)
-            stragglers = [p for p in range(self.cut, self.n) if index.is_tool[p] and index.find(p) < self.cut]
+        if usage > self.budget.soft_limit or jumped:
+            usage, units, supplements = self._compact(usage, units, mandatory, supplements, jumped)
+            stragglers = [
+                p for p in range(self.cut, self.n) if index.parent[p] >= 0 and index.find(p) < self.cut
+            ]
         if usage > self.budget.hard_limit:
             raise _FallbackError("hard-limit-exceeded", "mandatory items and fixed overhead do not fit")
         tail = self._tail_start(units)
         self.tail_root = units[tail] if tail < len(units) else self.n
         return self._emit(units, mandatory, supplements, stragglers)
+
+    def _goal(self) -> int:
+        budget = self.budget
+        batch = int(budget.hard_limit * self.config.planner.compaction_batch_ratio)
+        return max(0, min(budget.target_tokens, budget.soft_limit - batch))
+
+    def _skip_far_history(self) -> int:
+        """Move the cut past history that cannot survive any compaction; return how many messages.
+
+        Anything older than twice the compaction goal is dropped by the compaction anyway, so finding
+        that point by bisection keeps a cold plan of a long history from walking all of it twice.
+        """
+        index = self.index
+        cumulative = index.cumulative
+        limit = _PRE_CUT_FACTOR * max(self._goal(), 1)
+        span = cumulative[self.n] - cumulative[self.cut]
+        if span <= limit:
+            return 0
+        tokens = index.tokens
+        saved = sum(tokens[p] - trim.tokens for p, trim in self.trims.items())
+        saved += sum(receipt.original_tokens - receipt.tokens for receipt in self.receipts.values())
+        if span - saved <= limit:
+            return 0
+        # Earlier decisions only shrink the window, so the raw bisection point is a safe lower bound.
+        target = bisect.bisect_left(cumulative, cumulative[self.n] - limit, lo=self.cut)
+        parent = index.parent
+        while target < self.n and parent[target] >= 0 and index.find(target) != target:
+            target += 1
+        while target < self.n and self.receipt_of.get(target, target) != target:
+            target += 1
+        if target <= self.cut:
+            return 0
+        jumped = target - self.cut
+        self.cut = target
+        self.trims = {p: t for p, t in self.trims.items() if p >= target}
+        self.receipts = {k: r for k, r in self.receipts.items() if k >= target}
+        self.receipt_of = {root: k for root, k in self.receipt_of.items() if k >= target}
+        return jumped
 
     # -- compaction ------------------------------------------------------------------------------
 
@@ -566,12 +608,13 @@ class _Run:
         units: list[int],
         mandatory: dict[int, tuple[str, str, int]],
         supplements: list[tuple[int, str, CanonicalMessage, int, SupplementalItem]],
+        jumped: int,
     ) -> tuple[int, list[int], list[tuple[int, str, CanonicalMessage, int, SupplementalItem]]]:
         budget = self.budget
         unit_tokens = self.unit_tokens
-        before = usage
-        batch = int(budget.hard_limit * self.config.planner.compaction_batch_ratio)
-        goal = max(0, min(budget.target_tokens, budget.soft_limit - batch))
+        index = self.index
+        before = usage + index.cumulative[self.cut] - index.cumulative[self.cut - jumped]
+        goal = self._goal()
         self.compactions += 1
         compaction_id = "ds4-compaction:" + _hash16(
             self.messages[0].id if self.messages else "", self.compactions, self.cut, self.n
@@ -610,7 +653,7 @@ class _Run:
         # Advance the cut: oldest non-mandatory units first, whole receipts at a time. The recent tail is
         # entered only when the hard limit demands it, and only after the supplements are gone.
         position = start
-        dropped = sum(
+        dropped = jumped + sum(
             len(self.index.unit_members(units[i])) for i in range(start) if units[i] not in mandatory
         )
         while position < len(units):

@@ -9,9 +9,10 @@ re-planning after ``k`` appended messages touches ``k`` messages.
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import msgspec
@@ -49,9 +50,7 @@ def _argument_chars(arguments: object) -> int:
         encoded = _sorted_encoder.encode(arguments)
     except (TypeError, ValueError, OverflowError):
         return len(stable_json(arguments))
-    # Flat string-valued arguments (the common case) cannot hold a float or a null.
-    plain = type(arguments) is dict and all(type(value) is str for value in arguments.values())
-    if not plain and _NEEDS_STABLE_FORM.search(encoded) is not None:
+    if _NEEDS_STABLE_FORM.search(encoded) is not None:
         return len(stable_json(arguments))
     return len(encoded) if encoded.isascii() else len(encoded.decode("utf-8"))
 
@@ -117,16 +116,16 @@ class HistoryIndex:
         self.lock = threading.RLock()
         self.broken = False
         self.source: tuple[CanonicalMessage, ...] = ()
-        self.view: list[CanonicalMessage] = []
+        # What the provider would see: the sanitized copies, or the messages themselves.
+        self.view: Sequence[CanonicalMessage] = ()
+        self._sanitized: list[CanonicalMessage] = []
         self.tokens: list[int] = []
         self.cumulative: list[int] = [0]
         self.position_of: dict[str, int] = {}
         self.duplicate_id: str | None = None
         self.user_positions: list[int] = []
-        self.turn_of: list[int] = []
         self.pinned: list[int] = []
-        self.is_tool: list[bool] = []
-        self.parent: list[int] = []
+        self.parent: list[int] = []  # union-find parent; -1 for a message without tool blocks
         self.callers: dict[str, int] = {}  # call id -> position of its (first) call
         self.answered: set[str] = set()
         self.open_calls: dict[int, int] = {}  # unit root -> calls still without a result
@@ -156,7 +155,7 @@ class HistoryIndex:
         return root
 
     def unit_of(self, position: int) -> int:
-        return self.find(position) if self.is_tool[position] else position
+        return position if self.parent[position] < 0 else self.find(position)
 
     def unit_members(self, root: int) -> list[int]:
         return self.members.get(root) or [root]
@@ -171,8 +170,8 @@ class HistoryIndex:
         return cached
 
     def turn_id(self, position: int) -> str | None:
-        start = self.turn_of[position]
-        return self.source[start].id if start >= 0 else None
+        found = bisect.bisect_right(self.user_positions, position) - 1
+        return self.source[self.user_positions[found]].id if found >= 0 else None
 
     def touched_later(self, path: str, position: int, tool_names: frozenset[str]) -> bool:
         """Whether a call named in ``tool_names`` used ``path`` after ``position``."""
@@ -195,15 +194,16 @@ class HistoryIndex:
             self.broken = True
             raise HistoryIndexError("planner-error", type(error).__name__) from None
         self.source = messages
+        self.view = messages if self.sanitizer is None else self._sanitized
 
     def _extend(self, messages: tuple[CanonicalMessage, ...]) -> None:  # noqa: PLR0915 - one hot loop
         # One tight loop on purpose: this is the only per-message work of a cold plan.
         sanitizer = self.sanitizer
         estimator = self.estimator
         inline_estimate = estimator is fast_chars_v1
-        view_list, token_list, cumulative = self.view, self.tokens, self.cumulative
-        position_of, user_positions, turn_of = self.position_of, self.user_positions, self.turn_of
-        parent, is_tool, members = self.parent, self.is_tool, self.members
+        sanitized, token_list, cumulative = self._sanitized, self.tokens, self.cumulative
+        position_of, user_positions = self.position_of, self.user_positions
+        parent, members = self.parent, self.members
         callers, answered, open_calls = self.callers, self.answered, self.open_calls
         early_results, bad, incomplete = self.early_results, self.bad, self.incomplete
         call_blocks, path_touches = self.call_blocks, self.path_touches
@@ -211,7 +211,6 @@ class HistoryIndex:
         names: dict[str, str] = {}
         find = self.find
         total = cumulative[-1]
-        current_user = user_positions[-1] if user_positions else -1
         for position in range(len(self.source), len(messages)):
             message = messages[position]
             if type(message) is not CanonicalMessage:
@@ -261,7 +260,8 @@ class HistoryIndex:
                         root = caller_root
                         parent.append(root)
                         members[root].append(position)
-                        group_ids.pop(root, None)
+                        if group_ids:
+                            group_ids.pop(root, None)
                     elif root != caller_root:
                         root = self._join(root, caller_root)
                     if call_id not in answered:
@@ -282,7 +282,7 @@ class HistoryIndex:
                         callers[call.id] = position
                         call_blocks[call.id] = call
                         open_calls[root] += 1
-                    if call.id in early_results:
+                    if early_results and call.id in early_results:
                         # A result that came before its call can never be sent in order.
                         for other in early_results[call.id]:
                             root = self._join(root, find(other))
@@ -322,15 +322,13 @@ class HistoryIndex:
                         "token-estimator-failed", "the token estimator must return an int >= 0"
                     )
             if root < 0:
-                parent.append(position)
-                is_tool.append(False)
-            else:
-                is_tool.append(True)
-                if open_calls[root] != 0 or root in bad:
-                    incomplete[root] = bad.get(root, INCOMPLETE)
-                else:
-                    incomplete.pop(root, None)
-            view_list.append(view)
+                parent.append(-1)
+            elif open_calls[root] != 0 or root in bad:
+                incomplete[root] = bad.get(root, INCOMPLETE)
+            elif root in incomplete:
+                del incomplete[root]
+            if sanitizer is not None:
+                sanitized.append(view)
             token_list.append(tokens)
             total += tokens
             cumulative.append(total)
@@ -340,9 +338,7 @@ class HistoryIndex:
             else:
                 position_of[message.id] = position
             if message.role == "user" and not has_result and not message.flags.synthetic:
-                current_user = position
                 user_positions.append(position)
-            turn_of.append(current_user)
             if message.flags.pinned:
                 self.pinned.append(position)
 
