@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,7 @@ from ds4_context_core.conformance import (
     assert_runtime_adapter_conformance,
     load_conformance_fixture,
     main,
+    make_conformance_test,
     run_runtime_adapter_conformance,
     run_runtime_adapter_conformance_sync,
 )
@@ -458,3 +461,24 @@ def test_cli_rejects_bad_targets_with_exit_code_two(
     assert main([target]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: [conformance-target-")
+
+
+# --- the pytest helper and import hygiene -------------------------------------------------------------
+
+test_memory_adapter_through_the_pytest_helper = make_conformance_test(_factory(name="pytest-helper"))
+
+
+def test_the_pytest_helper_fails_a_broken_adapter() -> None:
+    broken_test = make_conformance_test(_factory(WrongRoot), backends=("asyncio",))
+    with pytest.raises(ConformanceError) as raised:
+        broken_test("asyncio")
+    assert "identity-assertion-failed" in str(raised.value)
+
+
+def test_importing_the_kit_imports_no_test_framework() -> None:
+    code = (
+        "import sys, ds4_context_core.conformance, ds4_context_core.adapter; "
+        "print(sorted(name for name in ('pytest', 'hypothesis', '_pytest') if name in sys.modules))"
+    )
+    output = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert output.strip() == "[]"

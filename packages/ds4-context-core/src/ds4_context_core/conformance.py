@@ -9,7 +9,8 @@
     report = run_runtime_adapter_conformance_sync(my_factory)
     assert_runtime_adapter_conformance(report)
 
-From a shell: ``ds4-context-conformance package.module:factory [--json]``. Nothing here imports pytest.
+From a shell: ``ds4-context-conformance package.module:factory [--json]``. Nothing here imports pytest
+at module load; ``make_conformance_test(factory)`` imports it only when called, from a test module.
 See ``docs/core/conformance.md``.
 """
 
@@ -23,6 +24,7 @@ from ._conformance._fixture import (
     ConformanceTransportError,
     load_conformance_fixture,
 )
+from ._conformance._pytest import make_conformance_test
 from ._conformance._runner import (
     CONFORMANCE_CASE_IDS,
     CONFORMANCE_FAILURE_CODES,
@@ -56,6 +58,7 @@ __all__ = [
     "load_conformance_factory",
     "load_conformance_fixture",
     "main",
+    "make_conformance_test",
     "run_runtime_adapter_conformance",
     "run_runtime_adapter_conformance_sync",
 ]
