@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from reference_helpers import RUNTIME, SESSION, make_message
 
-from ds4_context_core import AdapterClosedError, ModelDescriptor
+from ds4_context_core import AdapterClosedError, ModelDescriptor, TextBlock
 from ds4_context_core.adapter import (
     CapabilityRequest,
     CompletionCompleted,
@@ -380,3 +380,17 @@ def test_bad_construction_is_refused_with_a_code(history):
     assert caught.value.code == "reference-adapter-config-invalid"
     with pytest.raises(ReferenceConfigError):
         ReferenceRuntimeAdapter(history, transport=RecordingTransport(), local_kv_port=object())  # type: ignore[arg-type]
+
+
+def test_an_unchanged_file_reuses_its_projection_but_any_byte_change_is_seen(history):
+    append_reference_history_message(history, make_message("u1", TextBlock(text="first draft")))
+    adapter = _adapter(history)
+    first = adapter.snapshot_history()
+    assert adapter.snapshot_history() is first
+    # Same size, same inode, one letter different: only the content hash can notice.
+    edited = history.read_bytes().replace(b"first draft", b"first craft")
+    with history.open("r+b") as handle:
+        handle.write(edited)
+    second = adapter.snapshot_history()
+    assert second.revision != first.revision
+    assert second.messages[0].blocks == (TextBlock(text="first craft"),)
