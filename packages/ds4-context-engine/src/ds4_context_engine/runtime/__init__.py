@@ -7,6 +7,7 @@ from ._errors import (
     SandboxUnavailableError,
     ToolLifecycleError,
 )
+from ._facade import CompletionTransport, ProviderRuntime
 from ._fallback import (
     ATTEMPT_OVERRIDABLE_FIELDS,
     FALLBACK_DEFAULT_ATTEMPTS,
@@ -99,6 +100,7 @@ __all__ = [
     "AttemptPolicy",
     "AttemptResolver",
     "AttemptSender",
+    "CompletionTransport",
     "DroppedMcpServer",
     "FailoverRecord",
     "FallbackChainEntry",
@@ -109,6 +111,7 @@ __all__ = [
     "McpServers",
     "NetworkPolicy",
     "PiSessionToolLifecycleStore",
+    "ProviderRuntime",
     "RetryPolicy",
     "RoutedResult",
     "RuntimeOptionsError",

@@ -55,6 +55,7 @@ FALLBACK_ERROR_CODES: Final = (
     "fallback-invalid-override",
     "fallback-invalid-retry-policy",
     "fallback-protected-field",
+    "runtime-backend-unavailable",
 )
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.:*-]{1,128}")
 _PERMISSION_MODE: Final = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")

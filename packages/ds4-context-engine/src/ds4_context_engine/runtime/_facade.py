@@ -1,0 +1,109 @@
+"""One call for a host: route a completion request over a fallback chain of provider transports."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Protocol, runtime_checkable
+
+import anyio
+import msgspec
+
+from ds4_context_core import ModelDescriptor
+from ds4_context_engine.providers import CompletionRequest, ModelReference, TransportResult
+
+from ._errors import RuntimeOptionsError
+from ._fallback import (
+    AttemptContext,
+    AttemptPolicy,
+    AttemptResolver,
+    FallbackRouter,
+    RetryPolicy,
+    RoutedResult,
+)
+
+__all__ = ["CompletionTransport", "ProviderRuntime"]
+
+
+@runtime_checkable
+class CompletionTransport(Protocol):
+    """Anything that sends one request and never raises: every transport in ``providers`` is one."""
+
+    async def complete(self, request: CompletionRequest) -> TransportResult: ...
+
+
+def _same_limits(reference: ModelReference, base: ModelDescriptor) -> ModelDescriptor:
+    return msgspec.structs.replace(base, provider=reference.provider, id=reference.model)
+
+
+class ProviderRuntime:
+    """Sends a :class:`CompletionRequest` along an ordered chain of ``<provider>:<model>`` routes.
+
+    ``transports`` maps provider ids to transports; every provider in the chain needs one (checked
+    here, before anything is sent). ``describe_model`` gives each route's limits; by default a route
+    keeps the request's limits with its own provider and model id. Per route, only the tool lists and
+    permission mode may differ (see :class:`AttemptPolicy`): ``allowed_tools``/``disallowed_tools``
+    filter the request's tools; messages, system prompt, limits and continuation stay as given.
+    """
+
+    def __init__(
+        self,
+        transports: Mapping[str, CompletionTransport],
+        chain: Iterable[object],
+        *,
+        retry_policy: RetryPolicy | None = None,
+        base_policy: AttemptPolicy | None = None,
+        resolve_attempt: AttemptResolver | None = None,
+        describe_model: Callable[[ModelReference, ModelDescriptor], ModelDescriptor] = _same_limits,
+        attempt_timeout_s: float | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        self._router = FallbackRouter(
+            chain,
+            retry_policy=retry_policy,
+            base_policy=base_policy,
+            resolve_attempt=resolve_attempt,
+            attempt_timeout_s=attempt_timeout_s,
+            sleep=sleep,
+        )
+        missing = sorted({entry.model.provider for entry in self._router.chain} - set(transports))
+        if missing:
+            raise RuntimeOptionsError(
+                "runtime-backend-unavailable", f"no transport configured for providers {missing[:5]}"
+            )
+        self._transports = dict(transports)
+        self._describe_model = describe_model
+
+    @property
+    def chain(self) -> tuple[ModelReference, ...]:
+        return tuple(entry.model for entry in self._router.chain)
+
+    def _attempt_request(self, request: CompletionRequest, context: AttemptContext) -> CompletionRequest:
+        reference = context.entry.model
+        tools = request.tools
+        policy = context.policy
+        if policy.allowed_tools is not None:
+            allowed = set(policy.allowed_tools)
+            tools = tuple(tool for tool in tools if tool.name in allowed)
+        if policy.disallowed_tools:
+            denied = set(policy.disallowed_tools)
+            tools = tuple(tool for tool in tools if tool.name not in denied)
+        continuation = request.continuation
+        if continuation is not None and (
+            continuation.provider != reference.provider or continuation.model != reference.model
+        ):
+            continuation = None
+        return msgspec.structs.replace(
+            request,
+            model=self._describe_model(reference, request.model),
+            tools=tools,
+            continuation=continuation,
+        )
+
+    async def complete(self, request: CompletionRequest) -> RoutedResult:
+        """Route ``request``; the result says which route answered and every failover before it."""
+
+        async def send(context: AttemptContext) -> TransportResult:
+            transport = self._transports[context.entry.model.provider]
+            return await transport.complete(self._attempt_request(request, context))
+
+        return await self._router.run(send)
