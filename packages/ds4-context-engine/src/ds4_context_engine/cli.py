@@ -5,8 +5,6 @@ code (``error [code]: ...``) and exit with status 2; nothing is ever printed fro
 except by ``restore``, whose job it is.
 """
 
-from __future__ import annotations
-
 import json
 import shutil
 import tempfile
@@ -35,6 +33,8 @@ __all__ = ["DEMO_WINDOW_TOKENS", "EXIT_ERROR", "app", "main"]
 
 EXIT_ERROR: Final = 2
 DEMO_WINDOW_TOKENS: Final = 20_000
+_DEMO_PANEL_LINES: Final = 24
+_DEMO_WINDOW_CANDIDATES: Final = (20_000, 24_000, 16_000, 28_000, 32_000, 40_000, 48_000)
 _R = TypeVar("_R")
 
 app = typer.Typer(
@@ -131,12 +131,12 @@ def _workspace(
     max_tokens: int | None = None,
     leaf: str | None = None,
     config: Path | None = None,
-) -> Iterator[ContextWorkspace]:
+) -> Iterator["ContextWorkspace"]:
     settings = _load_config(config)
 
-    def open_workspace() -> ContextWorkspace:
+    def open_workspace() -> "ContextWorkspace":
         workspace: ContextWorkspace = _commands().ContextWorkspace.open(
-            session, store_path=store, memory_store=no_store, config=settings, leaf_id=leaf
+            session, store_path=store, no_store=no_store, config=settings, leaf_id=leaf
         )
         context = workspace.context
         workspace.model = _model(model, window, max_tokens, (context.provider, context.model_id))
@@ -386,7 +386,7 @@ def _short(message_id: str) -> str:
     return message_id.rsplit(":", 1)[-1]
 
 
-def _print_plan(console: Console, workspace: ContextWorkspace, plan: Any) -> None:
+def _print_plan(console: Console, workspace: "ContextWorkspace", plan: Any) -> None:
     manifest = plan.manifest
     budget = plan.budget
     summary = Table(title="plan", show_header=False, title_justify="left")
@@ -485,9 +485,12 @@ def _print_conformance(console: Console, report: Any) -> None:
 
 @app.command("demo")
 def demo_command(
-    window: Annotated[int, typer.Option("--window", min=2048, help="Context window to plan for.")] = (
-        DEMO_WINDOW_TOKENS
-    ),
+    window: Annotated[
+        int | None,
+        typer.Option(
+            "--window", min=2048, help="Context window to plan for (default: one that shows every layer)."
+        ),
+    ] = None,
     keep: Annotated[
         Path | None, typer.Option("--keep", help="Write the demo files here and keep them (must not exist).")
     ] = None,
@@ -497,7 +500,7 @@ def demo_command(
     _guard(lambda: _demo(window, keep, as_json))
 
 
-def _demo(window: int, keep: Path | None, as_json: bool) -> None:
+def _demo(window: int | None, keep: Path | None, as_json: bool) -> None:
     console = _console()
     if keep is not None and keep.exists():
         raise _fail("demo-directory-exists", "--keep needs a directory that does not exist yet")
@@ -521,21 +524,17 @@ def _demo(window: int, keep: Path | None, as_json: bool) -> None:
             workspace: ContextWorkspace = commands.ContextWorkspace.open(
                 session, store_path=root / "state" / "derived.sqlite3"
             )
-            workspace.model = ModelDescriptor(
-                provider=commands.DEMO_PROVIDER,
-                id=commands.DEMO_MODEL_ID,
-                context_window=window,
-                max_tokens=max(1024, window // 8),
-            )
             try:
                 first_user = next(m for m in workspace.context.messages if m.role == "user")
                 commands.context_pin(workspace, first_user.source_entry_id, label="the task")
-                progress.update(step, description=f"planning for a {window:,}-token window")
+                progress.update(step, description="choosing a small window and planning")
+                workspace.model = _demo_model(commands, window or _choose_demo_window(workspace, commands))
                 plan = workspace.plan()
                 restored = None
-                if plan.manifest.receipts:
-                    progress.update(step, description="restoring one receipt")
-                    restored = commands.context_restore(workspace, plan.manifest.receipts[0].receipt_id)
+                target = _restore_target(plan)
+                if target is not None:
+                    progress.update(step, description="restoring the originals behind one decision")
+                    restored = commands.context_restore(workspace, target)
                 progress.update(step, description="running the conformance kit")
                 report = _run_conformance(None, "asyncio")
                 summary = {
@@ -567,9 +566,50 @@ def _demo(window: int, keep: Path | None, as_json: bool) -> None:
         typer.echo(json.dumps(summary, sort_keys=True))
 
 
+def _demo_model(commands: Any, window: int) -> ModelDescriptor:
+    return ModelDescriptor(
+        provider=commands.DEMO_PROVIDER,
+        id=commands.DEMO_MODEL_ID,
+        context_window=window,
+        max_tokens=max(1024, window // 8),
+    )
+
+
+def _choose_demo_window(workspace: "ContextWorkspace", commands: Any) -> int:
+    """The first candidate window whose plan shows the most kinds of decision (receipts count most)."""
+    from ds4_context_core.planner import plan_context  # noqa: PLC0415
+
+    best, best_score = DEMO_WINDOW_TOKENS, -1
+    messages = workspace.context.messages
+    pins = [message.id for message in messages if message.flags.pinned]
+    for candidate in _DEMO_WINDOW_CANDIDATES:
+        plan = plan_context(messages, model=_demo_model(commands, candidate), pins=pins)
+        if plan.manifest.fallback is not None:
+            continue
+        kinds = {item.kind for item in plan.items}
+        score = (
+            4 * bool(plan.manifest.receipts)
+            + 2 * ("trimmed-tool-result" in kinds)
+            + bool(plan.manifest.exclusions)
+        )
+        if score > best_score:
+            best, best_score = candidate, score
+        if score == 7:
+            break
+    return best
+
+
+def _restore_target(plan: Any) -> str | None:
+    """A receipt if the plan has one, else a trimmed tool result: something worth restoring."""
+    if plan.manifest.receipts:
+        return str(plan.manifest.receipts[0].receipt_id)
+    trimmed = [item.message_id for item in plan.items if item.kind == "trimmed-tool-result"]
+    return str(trimmed[0]) if trimmed else None
+
+
 def _print_demo(
     console: Console,
-    workspace: ContextWorkspace,
+    workspace: "ContextWorkspace",
     plan: Any,
     *,
     restored: Any,
@@ -596,9 +636,11 @@ def _print_demo(
         )
     if restored is not None:
         console.rule("restore")
+        is_receipt = restored.receipt_id in {record.receipt_id for record in plan.manifest.receipts}
+        kind = "Receipt" if is_receipt else "Trimmed tool result"
         console.print(
-            f"Receipt {_short(restored.receipt_id)} stands for {len(restored.messages)} original messages "
-            f"({restored.original_tokens:,} tokens). The originals, read back from the session:"
+            f"{kind} {escape(_short(restored.receipt_id))} stands for {len(restored.messages)} original "
+            "message(s). The originals, read back from the session (nothing was lost):"
         )
         table = Table(show_header=True)
         table.add_column("message")
@@ -608,11 +650,23 @@ def _print_demo(
             first_line = message.text.splitlines()[0] if message.text else ""
             table.add_row(_short(message.message_id), message.role, escape(first_line[:90]))
         console.print(table)
-        receipt = next((m for m in plan.messages if m.id == restored.receipt_id), None)
-        if receipt is not None:
-            text = "\n".join(getattr(block, "text", "") for block in receipt.blocks)
-            console.print("What the model sees instead (a deterministic receipt, no model inference):")
-            console.print(Panel(escape(text), expand=False))
+        shown = next((m for m in plan.messages if m.id == restored.receipt_id), None)
+        if shown is not None:
+            text = "\n".join(
+                str(getattr(block, "text", None) or getattr(block, "content", "")) for block in shown.blocks
+            )
+            lines = text.splitlines()
+            if len(lines) > _DEMO_PANEL_LINES:
+                lines = [*lines[:_DEMO_PANEL_LINES], "..."]
+            console.print(
+                "What the model sees instead "
+                + (
+                    "(a deterministic receipt, no model inference):"
+                    if is_receipt
+                    else "(head and tail kept):"
+                )
+            )
+            console.print(Panel(escape("\n".join(lines)), expand=False))
     console.rule("conformance")
     _print_conformance(console, report)
     where = f"kept in {root}" if kept else "deleted (use --keep DIR to keep them)"

@@ -61,10 +61,8 @@ def context_status(workspace: ContextWorkspace) -> StatusResult:
     """The session at a glance: branch, model, size, pins, issues."""
     session = workspace.session
     context = workspace.context
-    pins = memory = 0
-    if workspace.store is not None:
-        pins = len(workspace.store.pins(session.session_id))
-        memory = len(workspace.store.memory_items(session.session_id))
+    pins = len(workspace.pins())
+    memory = len(workspace.memory_items())
     store_mode = "none"
     if workspace.store is not None:
         store_mode = workspace.store.health().mode
@@ -112,24 +110,20 @@ def context_tokens(workspace: ContextWorkspace, *, planned_tokens: int | None = 
 def _pins_result(
     workspace: ContextWorkspace, command: str, changed: str | None = None, event: str | None = None
 ) -> PinsResult:
-    assert workspace.store is not None
     in_context = {message.source_entry_id for message in workspace.context.messages}
     pins = tuple(
         PinLine(entry_id=pin.entry_id, label=pin.label, in_context=pin.entry_id in in_context)
-        for pin in workspace.store.pins(workspace.session.session_id)
+        for pin in workspace.pins()
     )
     return PinsResult(command=command, changed_entry_id=changed, event_entry_id=event, pins=pins)
 
 
 def context_pins(workspace: ContextWorkspace) -> PinsResult:
-    _require_store(workspace, "pins")
-    workspace.ensure_indexed()
     return _pins_result(workspace, "pins")
 
 
 def context_pin(workspace: ContextWorkspace, entry_id: str, *, label: str | None = None) -> PinsResult:
     """Pin an entry: appends a ``custom`` event to the session, then indexes it."""
-    _require_store(workspace, "pin")
     if workspace.session.entry(entry_id) is None:
         raise CommandError("pin-target-unknown", "the entry to pin is not in this session")
     event = append_pin_event(workspace.session_path, entry_id, label=label)
@@ -138,10 +132,7 @@ def context_pin(workspace: ContextWorkspace, entry_id: str, *, label: str | None
 
 
 def context_unpin(workspace: ContextWorkspace, entry_id: str) -> PinsResult:
-    _require_store(workspace, "unpin")
-    workspace.ensure_indexed()
-    assert workspace.store is not None
-    if entry_id not in {pin.entry_id for pin in workspace.store.pins(workspace.session.session_id)}:
+    if entry_id not in workspace.pinned_entry_ids():
         raise CommandError("pin-not-found", "that entry is not pinned")
     event = append_unpin_event(workspace.session_path, entry_id)
     workspace.refresh()
@@ -152,9 +143,6 @@ def context_memory(
     workspace: ContextWorkspace, *, add: str | None = None, remove: str | None = None
 ) -> MemoryResult:
     """List memory items; ``add`` or ``remove`` first appends the matching event to the session."""
-    _require_store(workspace, "memory")
-    assert workspace.store is not None
-    workspace.ensure_indexed()
     event_id: str | None = None
     if add is not None and remove is not None:
         raise CommandError("command-argument-invalid", "give either add or remove, not both")
@@ -164,14 +152,14 @@ def context_memory(
         event_id = append_memory_event(workspace.session_path, text=add).id
         workspace.refresh()
     elif remove is not None:
-        known = {item.item_id for item in workspace.store.memory_items(workspace.session.session_id)}
+        known = {item.item_id for item in workspace.memory_items()}
         if remove not in known:
             raise CommandError("memory-item-unknown", "no memory item has that id")
         event_id = append_memory_event(workspace.session_path, remove_item_id=remove).id
         workspace.refresh()
     items = tuple(
         MemoryLine(item_id=item.item_id, chars=len(item.text), preview=item.text[:MEMORY_PREVIEW_CHARS])
-        for item in workspace.store.memory_items(workspace.session.session_id)
+        for item in workspace.memory_items()
     )
     return MemoryResult(event_entry_id=event_id, items=items)
 

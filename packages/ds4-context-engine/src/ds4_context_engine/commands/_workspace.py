@@ -24,7 +24,13 @@ from ds4_context_engine.pi import (
     pi_session_revision,
     read_pi_session,
 )
-from ds4_context_engine.store import DerivedStore, open_derived_store
+from ds4_context_engine.store import (
+    DerivedStore,
+    MemoryItem,
+    PinRecord,
+    open_derived_store,
+    replay_session_events,
+)
 
 __all__ = ["DEFAULT_STORE_ENV", "ContextWorkspace", "default_store_path"]
 
@@ -82,14 +88,18 @@ class ContextWorkspace:
         session_path: str | os.PathLike[str],
         *,
         store_path: str | os.PathLike[str] | None = None,
-        memory_store: bool = False,
+        no_store: bool = False,
         config: Ds4ContextConfig | Mapping[str, Any] | None = None,
         model: ModelDescriptor | None = None,
         leaf_id: str | None = None,
         trusted_roots: Sequence[str | os.PathLike[str]] | None = None,
     ) -> ContextWorkspace:
-        """Open a session with a SQLite store at ``store_path`` (default :func:`default_store_path`)."""
-        store = open_derived_store(None if memory_store else (store_path or default_store_path()))
+        """Open a session with a SQLite store at ``store_path`` (default :func:`default_store_path`).
+
+        ``no_store=True`` works from the session file alone: pins and memory are replayed from its
+        events, and the commands that report on the store itself are unavailable.
+        """
+        store = None if no_store else open_derived_store(store_path or default_store_path())
         return cls(
             session_path,
             store=store,
@@ -124,6 +134,7 @@ class ContextWorkspace:
                 self._session = grown
                 self._context = None
                 self._revision = None
+        self._context = None
         self.ensure_indexed(force=True)
         return self._session
 
@@ -133,11 +144,22 @@ class ContextWorkspace:
             self._indexed = True
             self._context = None
 
-    def pinned_entry_ids(self) -> frozenset[str]:
+    def pins(self) -> tuple[PinRecord, ...]:
+        """Current pins: from the store when there is one, else replayed from the session's events."""
         if self.store is None:
-            return frozenset()
+            return replay_session_events(self._session.session_id, self._session.entries)[0]
         self.ensure_indexed()
-        return frozenset(pin.entry_id for pin in self.store.pins(self._session.session_id))
+        return self.store.pins(self._session.session_id)
+
+    def memory_items(self) -> tuple[MemoryItem, ...]:
+        """Current memory items, from the store or replayed from the session's events."""
+        if self.store is None:
+            return replay_session_events(self._session.session_id, self._session.entries)[1]
+        self.ensure_indexed()
+        return self.store.memory_items(self._session.session_id)
+
+    def pinned_entry_ids(self) -> frozenset[str]:
+        return frozenset(pin.entry_id for pin in self.pins())
 
     @property
     def context(self) -> PiContext:
@@ -164,12 +186,9 @@ class ContextWorkspace:
 
     def memory_supplements(self) -> tuple[SupplementalItem, ...]:
         """Memory items as planner supplements (priority from the planner's defaults)."""
-        if self.store is None:
-            return ()
-        self.ensure_indexed()
         return tuple(
             SupplementalItem(id=f"memory:{item.item_id}", kind="memory", text=item.text)
-            for item in self.store.memory_items(self._session.session_id)
+            for item in self.memory_items()
         )
 
     def plan(self, *, model: ModelDescriptor | None = None, dry_run: bool = False) -> ContextPlan:

@@ -12,6 +12,7 @@ from ._events import (
     append_memory_event,
     append_pin_event,
     append_unpin_event,
+    replay_session_events,
 )
 from ._protocol import DerivedStore
 from ._records import (
@@ -66,4 +67,5 @@ __all__ = [
     "append_pin_event",
     "append_unpin_event",
     "open_derived_store",
+    "replay_session_events",
 ]

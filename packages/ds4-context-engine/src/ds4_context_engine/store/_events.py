@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterable
 from typing import Final
 
 from ds4_context_engine.pi import PiEntry, append_pi_entry
+
+from ._records import MemoryItem, PinRecord
 
 __all__ = [
     "MEMORY_CUSTOM_TYPE",
@@ -19,6 +22,7 @@ __all__ = [
     "append_memory_event",
     "append_pin_event",
     "append_unpin_event",
+    "replay_session_events",
 ]
 
 PIN_CUSTOM_TYPE: Final = "ds4-context.pin"
@@ -47,3 +51,42 @@ def append_memory_event(
     else:
         data = {"op": "add", "itemId": secrets.token_hex(4), "text": text or ""}
     return append_pi_entry(path, "custom", {"customType": MEMORY_CUSTOM_TYPE, "data": data})
+
+
+def replay_session_events(
+    session_id: str, entries: Iterable[PiEntry]
+) -> tuple[tuple[PinRecord, ...], tuple[MemoryItem, ...]]:
+    """Pins and memory items after replaying every event in file order (what the store materializes)."""
+    pins: dict[str, PinRecord] = {}
+    memory: dict[str, MemoryItem] = {}
+    for entry in entries:
+        if entry.type != "custom":
+            continue
+        kind = entry.data.get("customType")
+        data = entry.data.get("data")
+        if not isinstance(data, dict):
+            continue
+        target = data.get("entryId")
+        item_id = data.get("itemId")
+        if kind == PIN_CUSTOM_TYPE and isinstance(target, str):
+            label = data.get("label")
+            pins[target] = PinRecord(
+                session_id=session_id,
+                entry_id=target,
+                label=label if isinstance(label, str) else None,
+                event_entry_id=entry.id,
+            )
+        elif kind == UNPIN_CUSTOM_TYPE and isinstance(target, str):
+            pins.pop(target, None)
+        elif kind == MEMORY_CUSTOM_TYPE and isinstance(item_id, str):
+            text = data.get("text")
+            if data.get("op") == "remove":
+                memory.pop(item_id, None)
+            elif isinstance(text, str):
+                memory[item_id] = MemoryItem(
+                    session_id=session_id, item_id=item_id, text=text, event_entry_id=entry.id
+                )
+    return (
+        tuple(pins[key] for key in sorted(pins)),
+        tuple(memory[key] for key in sorted(memory)),
+    )
