@@ -272,7 +272,7 @@ def registry_check(session: nox.Session) -> None:
     """After publishing: ``nox -s registry_check -- 0.1.0 [--index-url URL]``."""
     if not session.posargs:
         session.error("usage: nox -s registry_check -- <exact version> [--index-url URL]")
-    session.install("uv>=0.4")
+    session.install("uv>=0.4", "pip")  # pip for the isolated download, uv for the clean venv
     session.run("python", str(SCRIPTS / "registry_check.py"), *session.posargs)
 
 
