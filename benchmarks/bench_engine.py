@@ -176,12 +176,8 @@ def main() -> None:
         imports = [
             time_ms(lambda: subprocess.run(startup, check=True, capture_output=True)) for _ in range(3)
         ]
-        print(
-            f"CLI plan (new process)    median {statistics.median(walls):7.1f} ms  (with interpreter and imports)"
-        )
-        print(
-            f"  start-up only           median {statistics.median(imports):7.1f} ms  (import ds4_context_engine.cli)"
-        )
+        print(f"CLI plan (new process)    median {statistics.median(walls):7.1f} ms  (with start-up)")
+        print(f"  start-up only           median {statistics.median(imports):7.1f} ms  (import the CLI)")
 
         store = open_derived_store(Path(directory) / "state" / "derived.sqlite3")
         full = time_ms(lambda: store.index_file(path))
