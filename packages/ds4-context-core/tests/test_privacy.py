@@ -74,6 +74,19 @@ def test_escaped_marker_is_literal_text_and_kept_verbatim() -> None:
     assert classify_text(text) == "normal"
 
 
+def test_an_even_run_of_backslashes_does_not_escape_the_marker() -> None:
+    assert remote("path C:\\\\[ds4:local-only]x[/ds4:local-only]") == "path C:\\\\" + EXCLUDED.format(
+        "local-only"
+    )
+
+
+def test_a_tag_with_an_unknown_level_protects_as_local_only() -> None:
+    text = "a [ds4:private]x[/ds4:private] b"
+    assert remote(text) == f"a {EXCLUDED.format('local-only')} b"
+    assert sanitize_text(text, destination="local")[0] == "a x b"
+    assert classify_text(text) == "local-only"
+
+
 @pytest.mark.parametrize(
     "text",
     [

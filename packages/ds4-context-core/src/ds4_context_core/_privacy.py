@@ -110,7 +110,10 @@ _CONTENT_KEYS: Final = frozenset(PRIVACY_CONTENT_KEYS)
 _STRUCTURAL_KEYS: Final = frozenset(PRIVACY_STRUCTURAL_KEYS)
 
 # The literal "[" prefix lets the regex engine skip quickly to candidate positions.
-_MARKER: Final = re.compile(r"\[(/?)ds4:(normal|internal|sensitive|local-only)\]", re.IGNORECASE)
+# A tag naming an unknown level (a typo such as ``[ds4:private]``) is still a tag, and is treated as
+# ``local-only``: whoever wrote it meant to protect something.
+_MARKER: Final = re.compile(r"\[(/?)ds4:([a-z0-9_-]{1,32})\]", re.IGNORECASE)
+_UNKNOWN_LEVEL_RANK: Final = len(PRIVACY_CLASSIFICATIONS) - 1
 
 # One alternation, one scan per string. Group names select the replacement.
 _SECRETS: Final = re.compile(
@@ -225,9 +228,13 @@ def _segments(text: str) -> list[_Segment] | None:
     tags: list[tuple[int, int, bool, int]] = []  # start, end, is_close, rank
     for match in _MARKER.finditer(text):
         start = match.start()
-        if start and text[start - 1] == "\\":
+        backslashes = 0
+        while backslashes < start and text[start - backslashes - 1] == "\\":
+            backslashes += 1
+        if backslashes % 2:  # an odd run escapes the bracket; an even run is escaped backslashes
             continue
-        tags.append((start, match.end(), bool(match.group(1)), _RANK[match.group(2).lower()]))
+        rank = _RANK.get(match.group(2).lower(), _UNKNOWN_LEVEL_RANK)
+        tags.append((start, match.end(), bool(match.group(1)), rank))
     if not tags:
         return None
 
