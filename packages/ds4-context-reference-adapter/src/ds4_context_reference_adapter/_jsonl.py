@@ -432,16 +432,18 @@ def read_reference_history(
     limits = limits or ReferenceHistoryLimits()
     fd = _open_for_reading(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        size = os.fstat(fd).st_size
-        if size > limits.max_file_bytes:
-            raise ReferenceHistoryReadError(
-                "file-too-large", f"the file is larger than {limits.max_file_bytes} bytes"
-            )
         try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            size = os.fstat(fd).st_size
+            if size > limits.max_file_bytes:
+                raise ReferenceHistoryReadError(
+                    "file-too-large", f"the file is larger than {limits.max_file_bytes} bytes"
+                )
             data = _read_range(fd, 0, limits.max_file_bytes + 1)
         except OSError:
-            raise ReferenceHistoryReadError("io-error", "the history file could not be read") from None
+            raise ReferenceHistoryReadError(
+                "io-error", "the history file could not be locked or read"
+            ) from None
     finally:
         os.close(fd)
     if len(data) > limits.max_file_bytes:
@@ -645,6 +647,52 @@ def _catch_up(fd: int, key: tuple[int, int], size: int, limits: ReferenceHistory
     return index
 
 
+def _open_for_appending(path: str | os.PathLike[str]) -> tuple[int, tuple[int, int]]:
+    """An exclusively locked descriptor on the regular file at ``path`` and its (device, inode) key."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ReferenceHistoryReadError("file-missing", "the history file does not exist") from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ReferenceHistoryReadError(
+                "not-a-regular-file", "the history path is a symbolic link"
+            ) from None
+        raise _os_error(error, "opening the history file") from None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise ReferenceHistoryReadError("not-a-regular-file", "the history path is not a regular file")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as error:
+        os.close(fd)
+        raise _os_error(error, "locking the history file") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, (status.st_dev, status.st_ino)
+
+
+def _write_durably(fd: int, key: tuple[int, int], size: int, record: bytes) -> None:
+    """Write and sync ``record`` at the end of a locked file of ``size`` bytes, or leave it at ``size``."""
+    try:
+        _write_all(fd, record)
+        os.fsync(fd)
+    except OSError as error:
+        _store_index(key, None)
+        failure = _os_error(error, "appending the record")
+        try:
+            os.ftruncate(fd, size)  # only our own partial bytes are past ``size``: we hold the lock
+            os.fsync(fd)
+        except OSError:
+            raise ReferenceHistoryWriteError(
+                "write-interrupted",
+                "the append failed and its partial record could not be removed",
+                errno=error.errno,
+            ) from None
+        raise failure from None
+
+
 def append_reference_history_message(
     path: str | os.PathLike[str],
     message: CanonicalMessage,
@@ -665,23 +713,9 @@ def append_reference_history_message(
         record = _encoder.encode(_MessageRecord(message=message)) + b"\n"
     except (TypeError, msgspec.EncodeError, OverflowError, RecursionError):
         raise ReferenceMessageRejectedError("record-invalid", "the message has no JSON form") from None
+    fd, key = _open_for_appending(path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise ReferenceHistoryReadError("file-missing", "the history file does not exist") from None
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise ReferenceHistoryReadError(
-                "not-a-regular-file", "the history path is a symbolic link"
-            ) from None
-        raise _os_error(error, "opening the history file") from None
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise ReferenceHistoryReadError("not-a-regular-file", "the history path is not a regular file")
-        fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
-        key = (status.st_dev, status.st_ino)
         index = _catch_up(fd, key, size, limits)
         index.check_candidate(message)
         if index.messages + 1 > limits.max_messages:
@@ -692,22 +726,7 @@ def append_reference_history_message(
             raise ReferenceHistoryLimitError(
                 "file-too-large", f"the record would take the file over {limits.max_file_bytes} bytes"
             )
-        try:
-            _write_all(fd, record)
-            os.fsync(fd)
-        except OSError as error:
-            _store_index(key, None)
-            failure = _os_error(error, "appending the record")
-            try:
-                os.ftruncate(fd, size)  # only our own partial bytes are past ``size``: we hold the lock
-                os.fsync(fd)
-            except OSError:
-                raise ReferenceHistoryWriteError(
-                    "write-interrupted",
-                    "the append failed and its partial record could not be removed",
-                    errno=error.errno,
-                ) from None
-            raise failure from None
+        _write_durably(fd, key, size, record)
         index.admit(message)
         index.checked_bytes = size + len(record)
         index.extend_tail(record)
