@@ -25,6 +25,7 @@ from ._jsonl import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_MESSAGES,
     DEFAULT_RUNTIME_ID,
+    REFERENCE_HISTORY_FORMAT,
     ReferenceHistory,
     ReferenceHistoryLimits,
     append_reference_history_message,
@@ -70,7 +71,7 @@ def _read_message_document(source: str) -> CanonicalMessage:
 def _summary(history: ReferenceHistory) -> dict[str, object]:
     snapshot = history.snapshot
     return {
-        "format": "ds4-runtime-session-v1",
+        "format": REFERENCE_HISTORY_FORMAT,
         "runtimeId": snapshot.runtime_id,
         "sessionId": snapshot.session_id,
         "projectRoot": snapshot.project_root,
@@ -82,19 +83,28 @@ def _summary(history: ReferenceHistory) -> dict[str, object]:
     }
 
 
-def _message_rows(history: ReferenceHistory) -> list[dict[str, object]]:
-    rows: list[dict[str, object]] = []
-    for line, message in enumerate(history.messages, start=2):
-        rows.append(
-            {
-                "line": line,
-                "id": message.id,
-                "role": message.role,
-                "blocks": [type(block).__name__ for block in message.blocks],
-                "bytes": len(msgspec.json.encode(message.blocks)),
-            }
+class _MessageRow(msgspec.Struct, frozen=True, kw_only=True):
+    line: int
+    id: str
+    role: str
+    blocks: tuple[str, ...]
+    bytes: int
+
+
+def _message_rows(history: ReferenceHistory, last: int) -> list[_MessageRow]:
+    """Metadata of the last ``last`` messages: line, id, role, block kinds and encoded size."""
+    messages = history.messages
+    first = max(len(messages) - last, 0)
+    return [
+        _MessageRow(
+            line=first + offset + 2,
+            id=message.id,
+            role=message.role,
+            blocks=tuple(str(type(block).__struct_config__.tag) for block in message.blocks),
+            bytes=len(msgspec.json.encode(message.blocks)),
         )
-    return rows
+        for offset, message in enumerate(messages[first:])
+    ]
 
 
 def _command_create(options: argparse.Namespace, out: TextIO) -> int:
@@ -118,7 +128,7 @@ def _command_append(options: argparse.Namespace, out: TextIO) -> int:
 def _command_show(options: argparse.Namespace, out: TextIO) -> int:
     history = read_reference_history(options.path, limits=_limits(options))
     summary = _summary(history)
-    rows = _message_rows(history)[-options.last :] if options.last else []
+    rows = _message_rows(history, options.last)
     if options.json:
         out.write(msgspec.json.encode({"summary": summary, "messages": rows}).decode("utf-8") + "\n")
         return EXIT_OK
@@ -126,8 +136,8 @@ def _command_show(options: argparse.Namespace, out: TextIO) -> int:
     for key, value in summary.items():
         out.write(f"{key:<{width}}  {value}\n")
     for row in rows:
-        blocks = ",".join(str(kind).removesuffix("Block") for kind in row["blocks"])  # type: ignore[attr-defined]
-        out.write(f"{row['line']:>7}  {row['role']:<9}  {row['id']}  [{blocks}]  {row['bytes']} bytes\n")
+        blocks = ",".join(row.blocks)
+        out.write(f"{row.line:>7}  {row.role:<9}  {row.id}  [{blocks}]  {row.bytes} bytes\n")
     return EXIT_OK
 
 
@@ -154,6 +164,13 @@ def _command_conformance(options: argparse.Namespace, out: TextIO) -> int:
             out.write(f"  {case.id:<18} {verdict}\n")
         out.write("passed\n" if report.passed else "FAILED\n")
     return EXIT_OK if report.passed else EXIT_REJECTED
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be zero or more")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -183,7 +200,7 @@ def _parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser("show", help="print the header, revision and counts (never message content)")
     show.add_argument("path")
-    show.add_argument("--last", type=int, default=0, metavar="N", help="also list the last N messages")
+    show.add_argument("--last", type=_count, default=0, metavar="N", help="also list the last N messages")
     show.add_argument("--json", action="store_true", help="print one JSON object")
     with_limits(show)
 
