@@ -27,6 +27,7 @@ from openai.types.chat import completion_create_params
 from openai.types.responses import response_create_params
 
 from ds4_context_core import TextBlock
+from ds4_context_core.planner import plan_context
 from ds4_context_engine.providers import (
     AnthropicMessagesTransport,
     CompletionRequest,
@@ -575,3 +576,20 @@ def test_router_fails_over_from_a_rate_limited_cloud_model_to_a_local_one():
         ("server-error", 502),
     ]
     assert slept == [1.0]
+
+
+def test_request_from_a_plan_uses_its_messages_and_shared_prefix():
+    first = plan_context(conversation()[:3], model=model())
+    second = plan_context(conversation(), model=model(), state=first.state)
+    request = CompletionRequest.from_plan(second, model=model(), system="Be brief.")
+    assert request.messages == second.messages
+    assert request.stable_prefix_count == second.manifest.shared_prefix_messages == 3
+    assert request.system == "Be brief."
+
+
+def test_usage_observation_gives_a_calibration_ratio():
+    observations = []
+    with ScriptedServer() as server:
+        server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
+        _complete(_chat(server, on_usage=observations.append), _request(estimated_input_tokens=80))
+    assert observations[0].calibration_ratio == 96 / 80

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import msgspec
 
 from ds4_context_core import CanonicalMessage, ModelDescriptor
+
+if TYPE_CHECKING:
+    from ds4_context_core.planner import ContextPlan
 
 __all__ = [
     "FAILURE_KINDS",
@@ -95,6 +98,34 @@ class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
     estimated_input_tokens: int | None = None
     continuation: ProviderContinuation | None = None
 
+    @classmethod
+    def from_plan(
+        cls,
+        plan: ContextPlan,
+        *,
+        model: ModelDescriptor,
+        system: str | None = None,
+        tools: tuple[ToolDefinition, ...] = (),
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+        continuation: ProviderContinuation | None = None,
+    ) -> CompletionRequest:
+        """A request for a plan's provider-facing messages.
+
+        The prefix the plan shares with the previous plan is the stable prefix: it was byte-identical last
+        time, so it is where a prompt-cache breakpoint is most likely to hit.
+        """
+        return cls(
+            messages=plan.messages,
+            model=model,
+            system=system,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
+            temperature=temperature,
+            stable_prefix_count=plan.manifest.shared_prefix_messages,
+            continuation=continuation,
+        )
+
 
 class CompletionUsage(msgspec.Struct, frozen=True, kw_only=True):
     """Token counts as the provider reported them (cache counts are 0 when not reported)."""
@@ -112,6 +143,17 @@ class UsageObservation(msgspec.Struct, frozen=True, kw_only=True):
     model: str
     estimated_input_tokens: int
     usage: CompletionUsage
+
+    @property
+    def calibration_ratio(self) -> float | None:
+        """Provider-counted input tokens per estimated token (``plan_context(calibration_ratio=...)``).
+
+        Meaningful when the estimate covers the same input the provider counted: pass
+        ``estimated_input_tokens`` on the request when a system prompt or tools add to the messages.
+        """
+        if self.estimated_input_tokens <= 0 or self.usage.input_tokens <= 0:
+            return None
+        return self.usage.input_tokens / self.estimated_input_tokens
 
 
 class OutputToolCall(msgspec.Struct, frozen=True, kw_only=True):
