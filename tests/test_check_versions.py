@@ -10,6 +10,7 @@ from conftest import ROOT, copy_workspace, replace_in, run_script, workspace_ver
 ENGINE = Path("packages/ds4-context-engine/pyproject.toml")
 REFERENCE = Path("packages/ds4-context-reference-adapter/pyproject.toml")
 CORE = Path("packages/ds4-context-core/pyproject.toml")
+V = workspace_version()
 REFERENCE_VERSION_FILE = Path(
     "packages/ds4-context-reference-adapter/src/ds4_context_reference_adapter/_version.py"
 )
@@ -23,7 +24,7 @@ def workspace(tmp_path: Path) -> Path:
 def test_the_real_workspace_is_in_lockstep() -> None:
     result = run_script("check_versions.py", "--root", ROOT)
     assert result.returncode == 0, result.stderr
-    assert f"lockstep version {workspace_version()}" in result.stdout
+    assert f"lockstep version {V}" in result.stdout
 
 
 def test_a_faithful_copy_passes(workspace: Path) -> None:
@@ -31,37 +32,26 @@ def test_a_faithful_copy_passes(workspace: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize(
-    ("path", "old", "new", "code"),
-    [
-        (ENGINE, '"ds4-context-core==0.1.0"', '"ds4-context-core==0.0.9"', "VER005"),
-        (ENGINE, '"ds4-context-core[tiktoken]==0.1.0"', '"ds4-context-core[tiktoken]==0.0.9"', "VER005"),
-        (REFERENCE, '"ds4-context-core==0.1.0"', '"ds4-context-core>=0.1.0"', "VER004"),
-        (REFERENCE, '"ds4-context-core==0.1.0"', '"ds4-context-core"', "VER004"),
-        (REFERENCE, 'version = "0.1.0"', 'version = "0.1.1"', "VER002"),
-        (REFERENCE_VERSION_FILE, '__version__ = "0.1.0"', '__version__ = "0.1.1"', "VER003"),
-        (CORE, 'version = "0.1.0"', 'version = "0.1"', "VER001"),
-        (
-            Path("uv.lock"),
-            'name = "ds4-context-engine"\nversion = "0.1.0"',
-            'name = "ds4-context-engine"\nversion = "0.0.9"',
-            "VER006",
-        ),
-    ],
-    ids=[
-        "wrong-core-pin",
-        "wrong-extras-pin",
-        "range-instead-of-pin",
-        "unpinned-sibling",
-        "member-version",
-        "dunder-version",
-        "non-release-version",
-        "stale-lock",
-    ],
-)
+LOCK_ENTRY = 'name = "ds4-context-engine"\nversion = "{}"'
+MISMATCHES = {
+    "wrong-core-pin": (ENGINE, f'"ds4-context-core=={V}"', '"ds4-context-core==0.0.9"', "VER005"),
+    "wrong-extras-pin": (
+        ENGINE,
+        f'"ds4-context-core[tiktoken]=={V}"',
+        '"ds4-context-core[tiktoken]==0.0.9"',
+        "VER005",
+    ),
+    "range-instead-of-pin": (REFERENCE, f'"ds4-context-core=={V}"', f'"ds4-context-core>={V}"', "VER004"),
+    "unpinned-sibling": (REFERENCE, f'"ds4-context-core=={V}"', '"ds4-context-core"', "VER004"),
+    "member-version": (REFERENCE, f'version = "{V}"', 'version = "0.0.9"', "VER002"),
+    "dunder-version": (REFERENCE_VERSION_FILE, f'__version__ = "{V}"', '__version__ = "0.0.9"', "VER003"),
+    "non-release-version": (CORE, f'version = "{V}"', 'version = "1.0"', "VER001"),
+    "stale-lock": (Path("uv.lock"), LOCK_ENTRY.format(V), LOCK_ENTRY.format("0.0.9"), "VER006"),
+}
+
+
+@pytest.mark.parametrize(("path", "old", "new", "code"), list(MISMATCHES.values()), ids=list(MISMATCHES))
 def test_a_mismatch_fails_with_its_code(workspace: Path, path: Path, old: str, new: str, code: str) -> None:
-    if workspace_version() != "0.1.0":
-        pytest.skip("the cases are written against 0.1.0")
     replace_in(workspace / path, old, new)
     result = run_script("check_versions.py", "--root", workspace)
     assert result.returncode == 1
