@@ -106,8 +106,11 @@ PRIVACY_PLACEHOLDERS: Final = (
 )
 
 _RANK: Final = {level: rank for rank, level in enumerate(PRIVACY_CLASSIFICATIONS)}
-_CONTENT_KEYS: Final = frozenset(PRIVACY_CONTENT_KEYS)
-_STRUCTURAL_KEYS: Final = frozenset(PRIVACY_STRUCTURAL_KEYS)
+# key -> whether its value is content (True) or structure (False); other keys inherit from the parent.
+_KEY_KIND: Final[dict[str, bool]] = {
+    **dict.fromkeys(PRIVACY_STRUCTURAL_KEYS, False),
+    **dict.fromkeys(PRIVACY_CONTENT_KEYS, True),
+}
 
 # The literal "[" prefix lets the regex engine skip quickly to candidate positions.
 # A tag naming an unknown level (a typo such as ``[ds4:private]``) is still a tag, and is treated as
@@ -424,17 +427,15 @@ class _Walker:
             raise PrivacyEnforcementError("privacy-payload-too-deep", "payload nesting exceeds the limit")
         if kind is dict or isinstance(value, Mapping):
             result: dict[str, Any] = {}
-            pending = self.pending
+            remember = self.pending.append
+            key_kind = _KEY_KIND.get
             for key, item in value.items():
-                if key in _STRUCTURAL_KEYS:
-                    child_in_content = False
-                    text_key = key
-                elif key in _CONTENT_KEYS:
-                    child_in_content = True
-                    text_key = key
-                else:
+                child_in_content = key_kind(key) if type(key) is str else None
+                if child_in_content is None:
                     child_in_content = in_content
                     text_key = self.key(key, in_content)
+                else:
+                    text_key = key
                 if text_key in result:
                     raise PrivacyEnforcementError(
                         "privacy-key-collision", "two payload keys are identical after sanitizing"
@@ -442,7 +443,7 @@ class _Walker:
                 if type(item) is str:
                     result[text_key] = item
                     if child_in_content:
-                        pending.append((result, text_key, item))
+                        remember((result, text_key, item))
                     elif "[" in item and _MARKER.search(item):
                         result[text_key] = _sanitize(item, self.allowed, self.redact, self.counts)
                 else:
