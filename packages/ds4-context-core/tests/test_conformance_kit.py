@@ -227,7 +227,48 @@ class DiagnosticsHoldPrompt(MemoryAdapter):
         return await super().complete(request)
 
 
+class DeclaresThreeCapabilities(MemoryAdapter):
+    def capability_declarations(self) -> Sequence[CapabilityDeclaration]:
+        return tuple(super().capability_declarations())[:3]
+
+
+class EnablesEverything(MemoryAdapter):
+    def negotiate_capabilities(self, requests: Sequence[CapabilityRequest]) -> CapabilityNegotiation:
+        honest = super().negotiate_capabilities(requests)
+        return msgspec.structs.replace(honest, enabled=tuple(r.id for r in requests), disabled=())
+
+
+class WrongModel(MemoryAdapter):
+    def current_model(self) -> Any:
+        return msgspec.structs.replace(self._fixture.model, context_window=1_000_000)
+
+
+class EchoesPayloadInOutput(MemoryAdapter):
+    async def complete(self, request: CompletionRequest) -> CompletionResult:
+        result = await super().complete(request)
+        if isinstance(result, CompletionCompleted):
+            return msgspec.structs.replace(result, output={"echo": dict(request.payload)})
+        return result
+
+
+class SilentPrivacyFailure(MemoryAdapter):
+    def diagnostics(self) -> Sequence[AdapterDiagnostic]:
+        return tuple(d for d in super().diagnostics() if d.code != "privacy-enforcement-failed")
+
+
+class RebuildDropsHistory(MemoryAdapter):
+    def rebuild_derived_state(self) -> None:
+        super().rebuild_derived_state()
+        self._fixture = msgspec.structs.replace(self._fixture, messages=self._fixture.messages[:2])
+
+
 BROKEN = [
+    (DeclaresThreeCapabilities, "capabilities", "capability-declarations-incomplete"),
+    (EnablesEverything, "capabilities", "capability-negotiation-mismatch"),
+    (WrongModel, "identity", "model-mismatch"),
+    (EchoesPayloadInOutput, "privacy", "result-contains-probe"),
+    (SilentPrivacyFailure, "privacy", "privacy-failure-not-reported"),
+    (RebuildDropsHistory, "rebuild", "rebuild-changed-history"),
     (LeaksMarker, "privacy", "privacy-probe-leaked"),
     (SendsAfterSanitizerError, "privacy", "transport-called-after-privacy-failure"),
     (RaisesFromComplete, "fallback", None),
