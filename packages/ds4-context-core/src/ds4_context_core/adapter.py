@@ -4,7 +4,8 @@
 
     from ds4_context_core.adapter import RuntimeAdapter, CompletionRequest, negotiate_runtime_capabilities
 
-See ``docs/core/adapter.md`` for a complete in-memory adapter that passes the conformance kit.
+See ``docs/core/adapter.md`` for a complete in-memory adapter that passes the conformance kit. The two
+kit entry points are re-exported here for convenience; the kit itself lives in ``conformance``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from ._capabilities import (
     negotiate_runtime_capabilities,
     normalize_capability_reason,
 )
+from ._conformance._runner import assert_runtime_adapter_conformance, run_runtime_adapter_conformance
 
 __all__ = [
     "ADAPTER_DIAGNOSTICS_LIMIT",
@@ -79,10 +81,12 @@ __all__ = [
     "LocalKvCapableRuntimeAdapter",
     "RuntimeAdapter",
     "RuntimeCapabilityId",
+    "assert_runtime_adapter_conformance",
     "complete_with_guards",
     "completion_fallback",
     "is_valid_capability_version",
     "negotiate_runtime_capabilities",
     "normalize_capability_reason",
+    "run_runtime_adapter_conformance",
     "validate_completion_request",
 ]
