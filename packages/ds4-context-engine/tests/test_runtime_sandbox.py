@@ -1,6 +1,8 @@
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ds4_context_engine.runtime import (
     DEFAULT_DENY_WRITE,
@@ -254,3 +256,60 @@ def test_read_only_root_is_not_writable(tmp_path):
 )
 def test_network_policy_allows_url(network, url, allowed):
     assert network_policy_allows_url(network, url) is allowed
+
+
+_hosts = st.sampled_from(
+    ["localhost", "127.0.0.1", "::1", "pypi.org", "api.github.com", "github.com", "a.example"]
+)
+_domain_lists = st.lists(
+    st.sampled_from(["localhost", "127.0.0.1", "::1", "pypi.org", "*.github.com", "github.com", "a.example"]),
+    max_size=4,
+)
+_networks = st.builds(
+    lambda mode, domains: {"mode": mode, "allowedDomains": domains},
+    st.sampled_from(["none", "localhost", "allowlist", "all"]),
+    _domain_lists,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(left=_networks, right=_networks, host=_hosts)
+def test_network_merge_never_allows_more_than_either_side(tmp_path_factory, left, right, host):
+    root = str(tmp_path_factory.getbasetemp())
+    a = create_sandbox_policy(root=root, network=left)
+    b = create_sandbox_policy(root=root, network=right)
+    merged = merge_sandbox_policies(a, b).network
+    url = f"https://[{host}]/" if ":" in host else f"https://{host}/"
+    if network_policy_allows_url(merged, url):
+        assert network_policy_allows_url(a.network, url)
+        assert network_policy_allows_url(b.network, url)
+    assert merged == merge_sandbox_policies(b, a).network
+
+
+_paths = st.lists(st.sampled_from(["a", "b", "c", "a/x", "b/y"]), min_size=1, max_size=3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    readable_a=_paths,
+    readable_b=_paths,
+    probe=st.sampled_from(["a/f", "b/f", "c/f", "a/x/f", "b/y/f", "d/f"]),
+)
+def test_root_merge_never_allows_more_than_either_side(tmp_path_factory, readable_a, readable_b, probe):
+    base = tmp_path_factory.getbasetemp()
+    a = create_sandbox_policy(root=base, readable_roots=[base / p for p in readable_a], writable_roots=[])
+    b = create_sandbox_policy(root=base, readable_roots=[base / p for p in readable_b], writable_roots=[])
+    merged = merge_sandbox_policies(a, b)
+    target = str(base / probe)
+
+    def allowed(policy):
+        try:
+            check_sandbox_path(policy, target)
+        except SandboxPolicyError:
+            return False
+        return True
+
+    if allowed(merged):
+        assert allowed(a)
+        assert allowed(b)
+    assert allowed(merged) == (allowed(a) and allowed(b))
