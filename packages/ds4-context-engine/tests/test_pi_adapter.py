@@ -8,16 +8,25 @@ import shutil
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ds4_context_core import AdapterClosedError
+from ds4_context_core import AdapterClosedError, stable_hash
 from ds4_context_core.adapter import CapabilityRequest, CompletionFallback, CompletionRequest
 from ds4_context_core.conformance import (
     assert_runtime_adapter_conformance,
     run_runtime_adapter_conformance_sync,
 )
 from ds4_context_engine._exceptions import PiSessionError, UntrustedPathError
-from ds4_context_engine.pi import PiSessionAdapter, append_pi_entry, pi_session_conformance_factory
+from ds4_context_engine.pi import (
+    PiSessionAdapter,
+    append_pi_entry,
+    pi_session_conformance_factory,
+    pi_session_revision,
+    read_pi_session_bytes,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi"
 
@@ -186,3 +195,42 @@ def test_a_replaced_file_is_read_again_from_the_start(tmp_path):
     with pytest.raises(PiSessionError) as caught:
         adapter.snapshot_history()
     assert caught.value.code == "pi-session-identity-changed"
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_JSON_VALUES, min_size=1, max_size=4))
+def test_revision_equals_stable_hash_of_the_original_values(payloads):
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": "t", "cwd": "/p"}
+    entries = []
+    parent = None
+    for number, payload in enumerate(payloads):
+        entry_id = f"{number:08x}"
+        entries.append(
+            {
+                "type": "custom",
+                "id": entry_id,
+                "parentId": parent,
+                "timestamp": "t",
+                "customType": "x",
+                "data": payload,
+            }
+        )
+        parent = entry_id
+    data = b"".join(msgspec.json.encode(line) + b"\n" for line in [header, *entries])
+    session = read_pi_session_bytes(data)
+    assert pi_session_revision(session, session.leaf_id) == stable_hash(
+        {"leafId": parent, "entries": entries}
+    )

@@ -18,10 +18,10 @@ from ds4_context_engine._exceptions import CommandError
 from ds4_context_engine.pi import (
     PI_RUNTIME_ID,
     PiContext,
+    PiRevisionCache,
     PiSession,
     build_pi_context,
     extend_pi_session,
-    pi_session_revision,
     read_pi_session,
 )
 from ds4_context_engine.store import (
@@ -78,6 +78,7 @@ class ContextWorkspace:
         self._context: PiContext | None = None
         self._revision: str | None = None
         self._indexed = False
+        self._revisions = PiRevisionCache()
         self._plan_state: PlanState | None = None
         self._plan: ContextPlan | None = None
         self._plan_key: tuple[Any, ...] | None = None
@@ -171,7 +172,7 @@ class ContextWorkspace:
     @property
     def revision(self) -> str:
         if self._revision is None:
-            self._revision = pi_session_revision(self._session, self.context.leaf_id)
+            self._revision = self._revisions.revision(self._session, self.context.leaf_id)
         return self._revision
 
     def snapshot(self) -> RuntimeHistorySnapshot:

@@ -11,6 +11,7 @@ from ._adapter import (
     PI_EMBEDDING_CAPABILITY_VERSION,
     PI_LOCAL_KV_UNSUPPORTED_REASON,
     PI_RUNTIME_ID,
+    PiRevisionCache,
     PiSessionAdapter,
     pi_session_revision,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "RESERVED_ENTRY_FIELDS",
     "PiContext",
     "PiEntry",
+    "PiRevisionCache",
     "PiSession",
     "PiSessionAdapter",
     "PiSessionHeader",

@@ -13,9 +13,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import msgspec
-
-from ds4_context_core import AdapterClosedError, ModelDescriptor, RuntimeHistorySnapshot
+from ds4_context_core import (
+    AdapterClosedError,
+    ModelDescriptor,
+    RuntimeHistorySnapshot,
+    stable_hash,
+    stable_json,
+)
 from ds4_context_core.adapter import (
     AdapterDiagnostic,
     AdapterIdentity,
@@ -35,7 +39,7 @@ from ds4_context_engine._exceptions import PiSessionError, UntrustedPathError
 from ds4_context_engine._version import __version__
 
 from ._context import build_pi_context
-from ._reader import PiSession, extend_pi_session, read_pi_session
+from ._reader import PiEntry, PiSession, extend_pi_session, read_pi_session
 
 __all__ = [
     "PI_ADAPTER_NAME",
@@ -44,6 +48,7 @@ __all__ = [
     "PI_EMBEDDING_CAPABILITY_VERSION",
     "PI_LOCAL_KV_UNSUPPORTED_REASON",
     "PI_RUNTIME_ID",
+    "PiRevisionCache",
     "PiSessionAdapter",
     "pi_session_revision",
 ]
@@ -56,7 +61,6 @@ PI_EMBEDDING_CAPABILITY_VERSION: Final = "embedding-port-v1"
 PI_LOCAL_KV_UNSUPPORTED_REASON: Final = (
     "Pi sessions run on remote or host-managed providers; no local KV port"
 )
-_sorted_encoder: Final = msgspec.json.Encoder(order="sorted")
 _EMBEDDING_UNSUPPORTED_REASON: Final = "no embedding port was given to the adapter"
 # Issues that mean the file is damaged; a snapshot of it would silently leave content out.
 _FATAL_ISSUES: Final = frozenset(
@@ -65,13 +69,37 @@ _FATAL_ISSUES: Final = frozenset(
 
 
 def pi_session_revision(session: PiSession, leaf_id: str | None) -> str:
-    """sha256 of the stable JSON of ``{leafId, entries}`` (entries as decoded, in file order).
+    """sha256 of the stable JSON of ``{leafId, entries}`` (entries as decoded, in file order)."""
+    return stable_hash({"leafId": leaf_id, "entries": [entry.data for entry in session.entries]})
 
-    Decoded entries hold only JSON values with integral floats already turned into integers, so a
-    key-sorted msgspec encoding is byte-identical to ``stable_json`` and avoids a Python-level walk.
+
+class PiRevisionCache:
+    """:func:`pi_session_revision` for a session that grows by appends, paying only for new entries.
+
+    The stable JSON of ``{"entries": [...], "leafId": ...}`` is the concatenation of each entry's stable
+    JSON (keys sort ``entries`` before ``leafId``), so each entry is encoded once and reused while the
+    session keeps the same entry objects (``extend_pi_session`` does; a fresh read does not).
     """
-    document = {"leafId": leaf_id, "entries": [entry.data for entry in session.entries]}
-    return hashlib.sha256(_sorted_encoder.encode(document)).hexdigest()
+
+    __slots__ = ("_encoded", "_entries")
+
+    def __init__(self) -> None:
+        self._entries: list[PiEntry] = []
+        self._encoded: list[bytes] = []
+
+    def revision(self, session: PiSession, leaf_id: str | None) -> str:
+        known = len(self._entries)
+        current = session.entries
+        if known > len(current) or any(a is not b for a, b in zip(self._entries, current, strict=False)):
+            self._entries, self._encoded = [], []
+            known = 0
+        for entry in current[known:]:
+            self._entries.append(entry)
+            self._encoded.append(stable_json(entry.data).encode("utf-8"))
+        digest = hashlib.sha256(b'{"entries":[')
+        digest.update(b",".join(self._encoded))
+        digest.update(b'],"leafId":' + stable_json(leaf_id).encode("utf-8") + b"}")
+        return digest.hexdigest()
 
 
 class PiSessionAdapter:
@@ -106,6 +134,7 @@ class PiSessionAdapter:
         self._closed = False
         self._session: PiSession | None = None
         self._snapshot: RuntimeHistorySnapshot | None = None
+        self._revisions = PiRevisionCache()
 
     @property
     def identity(self) -> AdapterIdentity:
@@ -179,7 +208,7 @@ class PiSessionAdapter:
         snapshot = build_runtime_history_snapshot(
             runtime_id=self._runtime_id,
             session_id=session.session_id,
-            revision=pi_session_revision(session, context.leaf_id),
+            revision=self._revisions.revision(session, context.leaf_id),
             project_root=root,
             messages=context.messages,
         )

@@ -62,18 +62,7 @@ IssueSeverity = Literal["info", "warning", "error"]
 
 _HEADER_KEYS: Final = frozenset({"type", "version", "id", "timestamp", "cwd", "parentSession"})
 
-
-def _normalise_float(text: str) -> float | int:
-    # JSON has one number type: an integral float is the integer it spells, as in stable JSON, so
-    # decoded entries re-encode to their stable form without a second pass over the data
-    value = float(text)
-    if value.is_integer() and abs(value) < _MAX_SAFE_INTEGER:
-        return int(value)
-    return value
-
-
-_MAX_SAFE_INTEGER: Final = 2**53
-_decoder: Final = msgspec.json.Decoder(float_hook=_normalise_float)
+_decoder: Final = msgspec.json.Decoder()
 
 
 class PiSessionHeader(msgspec.Struct, frozen=True, kw_only=True):
