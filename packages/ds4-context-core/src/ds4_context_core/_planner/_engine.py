@@ -37,6 +37,7 @@ from ._index import (
     HistoryIndexError,
     MessageSanitizer,
     TokenEstimator,
+    call_path,
     fast_chars_v1,
     sync_index,
 )
@@ -346,7 +347,12 @@ class _Run:
         valid = (
             size <= self.n
             and (state._estimator is None or state._estimator is self.estimator)
-            and (size == 0 or self.messages[:size] == state._source)
+            and (
+                size == 0
+                # the index has just checked that this history extends exactly that one
+                or state._source is self.index.previous_source
+                or self.messages[:size] == state._source
+            )
         )
         if not valid:
             self.diagnostics.append(
@@ -744,6 +750,21 @@ class _Run:
                     found.append(position)
         return found
 
+    def _path_touches(self, start: int) -> dict[str, dict[str, int]]:
+        """path -> normalised tool name -> last position of a call on that path, from ``start`` on."""
+        index = self.index
+        parent, view = index.parent, index.view
+        touches: dict[str, dict[str, int]] = {}
+        for position in range(max(0, start - 1), self.n):
+            if parent[position] < 0:
+                continue
+            for block in view[position].blocks:
+                if type(block) is ToolCallBlock:
+                    path = call_path(block)
+                    if path is not None:
+                        touches.setdefault(path, {})[_norm(block.name)] = position
+        return touches
+
     def _verdicts(
         self, region: list[int], units: list[int], tail_start: int, gates: dict[str, int]
     ) -> dict[int, Verdict]:
@@ -758,23 +779,21 @@ class _Run:
         if protected:
             gates["recent"] = gates.get("recent", 0) + min(protected, len(positions))
             positions = positions[: max(0, len(positions) - protected)]
+        touches = self._path_touches(positions[0] if positions else self.n)
         candidates: list[JudgeCandidate] = []
         for position in positions:
             message = index.view[position]
             results = [block for block in message.blocks if type(block) is ToolResultBlock]
             first = results[0]
-            call = index.call_blocks.get(first.tool_call_id)
+            call = index.call_block(first.tool_call_id)
             content = "\n".join(block.content for block in results)
             evidence = index.evidence.get(position)
             if evidence is None:
                 evidence = contains_evidence(content, pruning.evidence_words)
                 index.evidence[position] = evidence
             call_position = index.callers.get(first.tool_call_id, position)
-            path = None
-            if call is not None:
-                from ._index import call_path  # noqa: PLC0415 - keeps the import list short
-
-                path = call_path(call)
+            path = call_path(call) if call is not None else None
+            later = touches.get(path, {}) if path is not None else {}
             candidates.append(
                 JudgeCandidate(
                     message_id=message.id,
@@ -786,8 +805,8 @@ class _Run:
                     content=content,
                     is_error=any(block.is_error for block in results),
                     messages_after=self.n - 1 - position,
-                    later_reread=path is not None and index.touched_later(path, call_position, read_only),
-                    later_edited=path is not None and index.touched_later(path, call_position, write),
+                    later_reread=any(at > call_position and name in read_only for name, at in later.items()),
+                    later_edited=any(at > call_position and name in write for name, at in later.items()),
                     has_evidence=evidence,
                 )
             )
@@ -1055,6 +1074,18 @@ class _Run:
         mandatory_tokens = 0
         history_tokens = 0
         tail_start_root = self.tail_root
+        user_positions = index.user_positions
+        pointer = -2  # index into user_positions of the turn of the last position asked about
+
+        def turn_of(position: int) -> str | None:
+            # Positions arrive almost always in ascending order: walk forward, bisect otherwise.
+            nonlocal pointer
+            if pointer == -2 or (pointer >= 0 and user_positions[pointer] > position):
+                pointer = bisect.bisect_right(user_positions, position) - 1
+            else:
+                while pointer + 1 < len(user_positions) and user_positions[pointer + 1] <= position:
+                    pointer += 1
+            return source[user_positions[pointer]].id if pointer >= 0 else None
 
         def emit_unit(root: int, reason_kind: tuple[str, str, int] | None) -> None:
             nonlocal mandatory_tokens, history_tokens, supplement_tokens
@@ -1124,7 +1155,7 @@ class _Run:
                             priority=priority,
                             original_index=position,
                             group_id=group_id,
-                            turn_id=index.turn_id(position),
+                            turn_id=turn_of(position),
                             score=score,
                         ),
                     )
@@ -1132,7 +1163,25 @@ class _Run:
 
         for root in sorted(root for root in mandatory if root < self.cut):
             emit_unit(root, mandatory[root])
+        view, token_list, parent = index.view, index.tokens, index.parent
+        receipt_of = self.receipt_of
         for root in units:
+            if parent[root] < 0 and root not in mandatory and root not in receipt_of:
+                # The common case, kept inline: a plain message inside the window.
+                message, tokens = view[root], token_list[root]
+                history_tokens += tokens
+                reason = "recent-tail" if root >= tail_start_root else "retained-history"
+                plain = PlanItem(
+                    message_id=message.id,
+                    kind="message",
+                    reason=reason,
+                    tokens=tokens,
+                    priority=PRIORITY_RECENT_TURN,
+                    original_index=root,
+                    turn_id=turn_of(root),
+                )
+                out.append((message, plain))
+                continue
             emit_unit(root, mandatory.get(root))
         self._record_exclusions(mandatory, stragglers)
         return out, restore_map, mandatory_tokens, supplement_tokens, history_tokens, len(units)

@@ -116,6 +116,8 @@ class HistoryIndex:
         self.lock = threading.RLock()
         self.broken = False
         self.source: tuple[CanonicalMessage, ...] = ()
+        # The history this index described before its last extension (checked to be a prefix).
+        self.previous_source: tuple[CanonicalMessage, ...] | None = None
         # What the provider would see: the sanitized copies, or the messages themselves.
         self.view: Sequence[CanonicalMessage] = ()
         self._sanitized: list[CanonicalMessage] = []
@@ -134,9 +136,6 @@ class HistoryIndex:
         self.members: dict[int, list[int]] = {}
         self.incomplete: dict[int, str] = {}
         self.group_ids: dict[int, str] = {}
-        self.call_blocks: dict[str, ToolCallBlock] = {}
-        # path -> normalised tool name -> last position of a call with that name on that path
-        self.path_touches: dict[str, dict[str, int]] = {}
         self.evidence: dict[int, bool] = {}
 
     def __len__(self) -> int:
@@ -173,12 +172,15 @@ class HistoryIndex:
         found = bisect.bisect_right(self.user_positions, position) - 1
         return self.source[self.user_positions[found]].id if found >= 0 else None
 
-    def touched_later(self, path: str, position: int, tool_names: frozenset[str]) -> bool:
-        """Whether a call named in ``tool_names`` used ``path`` after ``position``."""
-        touches = self.path_touches.get(path)
-        if not touches:
-            return False
-        return any(where > position and name in tool_names for name, where in touches.items())
+    def call_block(self, call_id: str) -> ToolCallBlock | None:
+        """The (sanitized) call block with ``call_id``, if the history has one."""
+        position = self.callers.get(call_id)
+        if position is None:
+            return None
+        for block in self.view[position].blocks:
+            if type(block) is ToolCallBlock and block.id == call_id:
+                return block
+        return None
 
     def current_request(self) -> int | None:
         return self.user_positions[-1] if self.user_positions else None
@@ -206,9 +208,7 @@ class HistoryIndex:
         parent, members = self.parent, self.members
         callers, answered, open_calls = self.callers, self.answered, self.open_calls
         early_results, bad, incomplete = self.early_results, self.bad, self.incomplete
-        call_blocks, path_touches = self.call_blocks, self.path_touches
         group_ids = self.group_ids
-        names: dict[str, str] = {}
         find = self.find
         total = cumulative[-1]
         for position in range(len(self.source), len(messages)):
@@ -280,23 +280,12 @@ class HistoryIndex:
                         root = self._join(root, find(callers[call.id]))
                     else:
                         callers[call.id] = position
-                        call_blocks[call.id] = call
                         open_calls[root] += 1
                     if early_results and call.id in early_results:
                         # A result that came before its call can never be sent in order.
                         for other in early_results[call.id]:
                             root = self._join(root, find(other))
                         bad[root] = ORPHANED
-                    arguments = call.arguments
-                    if type(arguments) is dict:
-                        for key in _PATH_KEYS:
-                            value = arguments.get(key)
-                            if type(value) is str and value:
-                                normalized = names.get(call.name)
-                                if normalized is None:
-                                    normalized = names[call.name] = normalize_tool_name(call.name)
-                                path_touches.setdefault(value, {})[normalized] = position
-                                break
                 elif inline_estimate:
                     if kind is ThinkingBlock:
                         chars += len(block.thinking)  # type: ignore[union-attr]
@@ -375,6 +364,7 @@ def sync_index(
         with index.lock:
             size = len(index.source)
             if size <= len(messages) and (size == 0 or messages[:size] == index.source):
+                index.previous_source = index.source
                 index.extend(messages)
                 return index
     fresh = HistoryIndex(estimator, sanitizer)
