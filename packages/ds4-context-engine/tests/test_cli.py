@@ -235,3 +235,15 @@ def test_demo_tables_and_keep_directory(tmp_path):
     again = _run("demo", "--keep", target)
     assert again.exit_code == 2
     assert "error [demo-directory-exists]" in again.stderr
+
+
+def test_compact_is_dry_run_only(demo_session):
+    model = ["--model", "openai:gpt-4.1-mini", "--window", "20000", "--no-store"]
+    before = demo_session.read_bytes()
+    preview = json.loads(_run("compact", demo_session, "--dry-run", *model, "--json").output)
+    assert (preview["command"], preview["dry_run"]) == ("compact-preview", True)
+    assert preview["tokens_after"] <= preview["tokens_before"]
+    refused = _run("compact", demo_session, "--write", *model)
+    assert refused.exit_code == 2
+    assert "error [compact-write-unsupported]" in refused.stderr
+    assert demo_session.read_bytes() == before

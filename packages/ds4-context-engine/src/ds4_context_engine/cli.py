@@ -210,6 +210,33 @@ for _name, _function, _summary in (
     app.command(_name)(_read_command(_name, _function, _summary))
 
 
+@app.command("compact")
+def compact_command(
+    session: SessionArgument,
+    *,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run/--write", help="Only show what compaction would do (the default).")
+    ] = True,
+    store: StoreOption = None,
+    no_store: NoStoreOption = False,
+    model: ModelOption = None,
+    window: WindowOption = None,
+    max_tokens: MaxTokensOption = None,
+    leaf: LeafOption = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """What compaction would do now (the same as compact-preview). Needs --model and --window."""
+    if not dry_run:
+        # plans are projections; the session is canonical and only the host compacts it
+        raise _fail("compact-write-unsupported", "ds4-context never rewrites a session; use --dry-run")
+    with _workspace(
+        session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens, leaf=leaf,
+        config=config,
+    ) as workspace:  # fmt: skip
+        _emit(_guard(lambda: _commands().context_compact_preview(workspace)), as_json)
+
+
 @app.command("explain")
 def explain_command(
     session: SessionArgument,
