@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from reference_helpers import RUNTIME, SESSION, make_message
 
-from ds4_context_core import AdapterClosedError, ModelDescriptor, TextBlock
+from ds4_context_core import AdapterClosedError, ModelDescriptor, TextBlock, ToolCallBlock, ToolResultBlock
 from ds4_context_core.adapter import (
     CapabilityRequest,
     CompletionCompleted,
@@ -28,6 +28,7 @@ from ds4_context_reference_adapter import (
     ReferenceLocalKvRequest,
     ReferenceRuntimeAdapter,
     append_reference_history_message,
+    read_reference_history,
 )
 
 BACKENDS = pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -394,3 +395,24 @@ def test_an_unchanged_file_reuses_its_projection_but_any_byte_change_is_seen(his
     second = adapter.snapshot_history()
     assert second.revision != first.revision
     assert second.messages[0].blocks == (TextBlock(text="first craft"),)
+
+
+def test_a_snapshot_after_appends_equals_a_fresh_read_and_names_bad_new_lines(history):
+    append_reference_history_message(history, make_message("u1"))
+    adapter = _adapter(history)
+    adapter.snapshot_history()
+    append_reference_history_message(
+        history, make_message("a1", ToolCallBlock(id="c1", name="ls", arguments={}))
+    )
+    append_reference_history_message(
+        history,
+        make_message("t1", ToolResultBlock(tool_call_id="c1", tool_name="ls", content="x"), role="tool"),
+    )
+    grown = adapter.snapshot_history()
+    assert grown == read_reference_history(history).snapshot
+    assert grown.tool_atomic_groups[0].complete
+    with history.open("ab") as handle:
+        handle.write(b"not json\n")
+    with pytest.raises(ReferenceHistoryError) as caught:
+        adapter.snapshot_history()
+    assert (caught.value.reason, caught.value.line) == ("record-invalid", 5)

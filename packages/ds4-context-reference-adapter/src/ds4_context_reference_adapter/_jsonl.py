@@ -124,6 +124,11 @@ class ReferenceHistory(msgspec.Struct, frozen=True, kw_only=True):
     def revision(self) -> str:
         return self.snapshot.revision
 
+    @property
+    def snapshot_lines(self) -> int:
+        """Complete lines in the file as read: the header plus one per message."""
+        return len(self.snapshot.messages) + 1
+
 
 class AppendedRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """Where an append landed: 1-based line, byte offset and length of the record (newline included)."""
@@ -309,7 +314,7 @@ def _decode_message(line: bytes, line_number: int) -> CanonicalMessage:
         ) from None
 
 
-def _decode_records(data: bytes, start: int) -> list[CanonicalMessage]:
+def _decode_records(data: bytes, start: int, lines_before: int = 1) -> list[CanonicalMessage]:
     """Decode every record in ``data[start:]`` (which ends with a newline), without per-record checks.
 
     Lines are sliced one at a time, so a hostile file of tiny lines costs no memory beyond its bytes
@@ -327,7 +332,7 @@ def _decode_records(data: bytes, start: int) -> list[CanonicalMessage]:
             append(decode(data[position:newline]).message)
             position = newline + 1
     except (msgspec.DecodeError, RecursionError):
-        _decode_message(data[position:newline], len(messages) + 2)  # raises the coded error
+        _decode_message(data[position:newline], lines_before + len(messages) + 1)  # raises the coded error
         raise  # pragma: no cover - the line failed once, so it fails again
     return messages
 
@@ -427,7 +432,8 @@ def read_reference_history(
     ``canonical-history-invalid``.
 
     ``previous`` is an earlier result for the same path: when the bytes read now hash to its revision,
-    the identity checks are repeated and it is returned without decoding the records again.
+    the identity checks are repeated and it is returned as it is; when they only extend those bytes,
+    just the appended records are decoded (the whole history is still validated).
     """
     limits = limits or ReferenceHistoryLimits()
     fd = _open_for_reading(path)
@@ -456,10 +462,22 @@ def read_reference_history(
     header_end = data.index(b"\n")
     header = _decode_header(data[:header_end])
     _check_identity(header, runtime_id, session_id, trusted_project_root)
-    revision = hashlib.sha256(data).hexdigest()
-    if previous is not None and previous.revision == revision and previous.header == header:
-        return previous
-    messages = _decode_records(data, header_end + 1)
+    hasher = hashlib.sha256()
+    reusable = previous is not None and previous.header == header and previous.size_bytes <= len(data)
+    if reusable and previous is not None:
+        hasher.update(memoryview(data)[: previous.size_bytes])
+        reusable = hasher.copy().hexdigest() == previous.revision
+        hasher.update(memoryview(data)[previous.size_bytes :])
+    else:
+        hasher.update(data)
+    revision = hasher.hexdigest()
+    if reusable and previous is not None:
+        if previous.revision == revision:
+            return previous
+        # Only appended since: decode just the new records (validation below still sees them all).
+        messages = [*previous.messages, *_decode_records(data, previous.size_bytes, previous.snapshot_lines)]
+    else:
+        messages = _decode_records(data, header_end + 1)
     snapshot = build_runtime_history_snapshot(
         runtime_id=header.runtime_id,
         session_id=header.session_id,
