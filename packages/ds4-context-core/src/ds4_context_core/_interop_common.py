@@ -1,0 +1,212 @@
+"""Shared pieces of the provider-format converters: identities, fields blocks, argument handling.
+
+Conventions every converter follows:
+
+* a canonical message gets id ``<session_id>:<entry_prefix><index:06d>`` (index = position of the
+  canonical message), so converting a longer version of an append-only history keeps earlier ids;
+* a provider part we do not model becomes ``OpaqueProviderBlock(original_type="<format>:<type>")``
+  holding the whole part, and is written back only by the same format;
+* message-level keys we do not model are kept in one trailing opaque block ``<format>:fields``
+  (a dict) and merged back on export, so a round trip loses nothing;
+* tool-call arguments that are not a JSON object are kept as text under ``RAW_ARGUMENTS_KEY``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ._exceptions import InteropFormatError
+from ._model import (
+    ArtifactReferenceBlock,
+    CanonicalBlock,
+    CanonicalMessage,
+    FileReferenceBlock,
+    MessageFlags,
+    MessageRole,
+    OpaqueProviderBlock,
+    Provenance,
+    SummaryReferenceBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ._validation import escaped_prefix
+
+__all__ = [
+    "INTEROP_ERROR_CODES",
+    "INTEROP_FORMATS",
+    "RAW_ARGUMENTS_KEY",
+    "MessageFactory",
+    "arguments_from_text",
+    "arguments_to_text",
+    "fail",
+    "fields_of",
+    "reference_text",
+    "require_mapping",
+    "require_str",
+]
+
+INTEROP_FORMATS: Final = ("openai-chat", "openai-responses", "anthropic")
+RAW_ARGUMENTS_KEY: Final = "__ds4_raw_arguments"
+INTEROP_ERROR_CODES: Final = (
+    "interop-message-invalid",
+    "interop-role-unknown",
+    "interop-content-invalid",
+    "interop-tool-call-invalid",
+    "interop-tool-result-invalid",
+    "interop-block-unsupported",
+)
+
+
+def fail(code: str, detail: str, path: str) -> InteropFormatError:
+    return InteropFormatError(code, f"{detail} (at {path})", path=path)
+
+
+def require_mapping(value: Any, path: str, code: str = "interop-message-invalid") -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise fail(code, f"expected an object, got {type(value).__name__[:40]}", path)
+    return value
+
+
+def require_str(value: Any, path: str, code: str) -> str:
+    if not isinstance(value, str):
+        raise fail(code, f"expected a string, got {type(value).__name__[:40]}", path)
+    return value
+
+
+def arguments_from_text(text: Any, path: str) -> dict[str, Any]:
+    """Parse a JSON-encoded argument string; anything that is not a JSON object is kept verbatim."""
+    if isinstance(text, Mapping):
+        return dict(text)
+    if not isinstance(text, str):
+        raise fail("interop-tool-call-invalid", "tool call arguments must be a JSON string", path)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return {RAW_ARGUMENTS_KEY: text}
+    if isinstance(parsed, dict) and RAW_ARGUMENTS_KEY not in parsed:
+        return parsed
+    return {RAW_ARGUMENTS_KEY: text}
+
+
+def arguments_to_text(arguments: Mapping[str, Any]) -> str:
+    raw = arguments.get(RAW_ARGUMENTS_KEY)
+    if isinstance(raw, str) and len(arguments) == 1:
+        return raw
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def arguments_object(arguments: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """For formats that carry arguments as an object (Anthropic ``input``)."""
+    raw = arguments.get(RAW_ARGUMENTS_KEY)
+    if isinstance(raw, str) and len(arguments) == 1:
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+        raise fail("interop-tool-call-invalid", "tool call arguments are not a JSON object", path)
+    return dict(arguments)
+
+
+def fields_of(message: CanonicalMessage, fmt: str) -> dict[str, Any]:
+    """The message-level keys a format kept in its trailing fields block (empty when there is none)."""
+    for block in message.blocks:
+        if type(block) is OpaqueProviderBlock and block.original_type == f"{fmt}:fields":
+            value = block.value
+            return dict(value) if isinstance(value, Mapping) else {}
+    return {}
+
+
+def reference_text(block: CanonicalBlock) -> str | None:
+    """How a reference block reads to a provider, or None when the block is not a reference."""
+    kind = type(block)
+    if kind is FileReferenceBlock:
+        return f"[file: {block.path}]"  # type: ignore[union-attr]
+    if kind is ArtifactReferenceBlock:
+        return f"[artifact: {block.artifact_id}]"  # type: ignore[union-attr]
+    if kind is SummaryReferenceBlock:
+        return f"[summary: {block.summary_id}]"  # type: ignore[union-attr]
+    return None
+
+
+class MessageFactory:
+    """Makes canonical messages with deterministic ids and provenance for one converted history."""
+
+    def __init__(self, *, fmt: str, session_id: str, runtime_id: str | None, entry_prefix: str) -> None:
+        self.fmt = fmt
+        self.session_id = session_id
+        self.runtime_id = runtime_id
+        self.entry_prefix = entry_prefix
+        self.messages: list[CanonicalMessage] = []
+        self.tool_names: dict[str, str] = {}
+
+    def add(
+        self,
+        role: MessageRole,
+        blocks: Sequence[CanonicalBlock],
+        *,
+        fields: Mapping[str, Any] | None = None,
+        original_role: str | None = None,
+    ) -> None:
+        all_blocks = list(blocks)
+        if fields:
+            all_blocks.append(OpaqueProviderBlock(original_type=f"{self.fmt}:fields", value=dict(fields)))
+        entry_id = f"{self.entry_prefix}{len(self.messages):06d}"
+        for block in all_blocks:
+            if type(block) is ToolCallBlock:
+                self.tool_names[block.id] = block.name
+        atomic = any(type(block) in (ToolCallBlock, ToolResultBlock) for block in all_blocks)
+        self.messages.append(
+            CanonicalMessage(
+                id=f"{self.session_id}:{entry_id}",
+                source_entry_id=entry_id,
+                role=role,
+                blocks=tuple(all_blocks),
+                provenance=Provenance(
+                    source="runtime-session" if self.runtime_id is not None else "pi-session",
+                    session_id=self.session_id,
+                    entry_id=entry_id,
+                    original_role=original_role,
+                    runtime_id=self.runtime_id,
+                ),
+                flags=MessageFlags(atomic=True) if atomic else MessageFlags(),
+            )
+        )
+
+    def tool_name(self, call_id: str) -> str:
+        return self.tool_names.get(call_id, "")
+
+
+def opaque(fmt: str, part: Mapping[str, Any]) -> OpaqueProviderBlock:
+    kind = part.get("type")
+    label = kind if isinstance(kind, str) and kind else "part"
+    return OpaqueProviderBlock(original_type=f"{fmt}:{escaped_prefix(label, 64)}", value=dict(part))
+
+
+def own_opaque(block: CanonicalBlock, fmt: str) -> dict[str, Any] | None:
+    """The original part of an opaque block made by ``fmt`` (not its fields block), else None."""
+    if type(block) is not OpaqueProviderBlock:
+        return None
+    original_type = block.original_type or ""
+    if not original_type.startswith(fmt + ":") or original_type == f"{fmt}:fields":
+        return None
+    value = block.value
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+def data_url(mime_type: str | None, data: str | None) -> str:
+    return f"data:{mime_type or 'application/octet-stream'};base64,{data or ''}"
+
+
+def parse_data_url(url: Any) -> tuple[str, str] | None:
+    """(mime type, base64 data) of a ``data:<mime>;base64,<data>`` URL, else None."""
+    if not isinstance(url, str) or not url.startswith("data:"):
+        return None
+    header, comma, data = url[5:].partition(",")
+    if not comma or not header.endswith(";base64"):
+        return None
+    mime = header[: -len(";base64")]
+    return (mime, data) if mime else None
