@@ -1,6 +1,9 @@
 import pytest
 
+import ds4_context_core as core
+from ds4_context_core.planner import plan_context
 from ds4_context_core.pruning import (
+    PRUNING_GATES,
     RECEIPT_HEADER,
     DefaultJudge,
     Judge,
@@ -136,3 +139,28 @@ def test_identifying_arguments_cut_long_values():
     assert identifying_arguments({"command": "x" * 500}).endswith("...")
     assert len(identifying_arguments({"command": "x" * 500})) == 120
     assert identifying_arguments("not a dict") == ""
+
+
+def test_gate_counts_use_only_the_published_gate_names():
+    def message(entry, role, *blocks):
+        provenance = core.Provenance(source="runtime-session", session_id="s", entry_id=entry)
+        return core.CanonicalMessage(
+            id=f"s:{entry}", source_entry_id=entry, role=role, blocks=blocks, provenance=provenance
+        )
+
+    history = [message("u0", "user", core.TextBlock(text="go"))]
+    for i in range(80):
+        name = ("read", "bash", "edit")[i % 3]
+        content = ("error: boom\n" if i % 4 == 0 else "") + "line\n" * (50 + 40 * (i % 7))
+        history.append(message(f"a{i}", "assistant", core.ToolCallBlock(id=f"t{i}", name=name, arguments={})))
+        history.append(
+            message(
+                f"r{i}", "tool", core.ToolResultBlock(tool_call_id=f"t{i}", tool_name=name, content=content)
+            )
+        )
+    history.append(message("u1", "user", core.TextBlock(text="next")))
+    model = core.ModelDescriptor(provider="p", id="m", context_window=20_000, max_tokens=2_000)
+    plan = plan_context(history, model=model, config={"pruning": {"never_prune_tools": ["bash"]}})
+    gates = {gate.gate for gate in plan.manifest.compaction.gate_exclusions}
+    assert gates
+    assert gates <= set(PRUNING_GATES)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ._planner._index import normalize_tool_name
 from ._planner._pruning import (
     JUDGE_REASONS,
+    PRUNING_GATES,
     RECEIPT_HEADER,
     TRIM_MARKER_PREFIX,
     DefaultJudge,
@@ -26,6 +27,7 @@ from .config import PruningConfig
 
 __all__ = [
     "JUDGE_REASONS",
+    "PRUNING_GATES",
     "RECEIPT_HEADER",
     "TRIM_MARKER_PREFIX",
     "DefaultJudge",

@@ -22,6 +22,24 @@ JUDGE_REASONS: Final = (
     "tool-kind",
 )
 
+# Why a candidate was not trimmed or receipted; counted per compaction in ``CompactionReport``.
+PRUNING_GATES: Final = (
+    "assistant-text-too-long",
+    "evidence",
+    "keep-above-quantile",
+    "low-gain",
+    "max-per-pass",
+    "never-prune",
+    "not-read-only",
+    "protected",
+    "range-too-small",
+    "reasoning-too-long",
+    "receipt-too-large",
+    "recent",
+    "side-effect",
+    "too-small",
+)
+
 TRIM_MARKER_PREFIX: Final = "[ds4-context: "
 RECEIPT_HEADER: Final = "[ds4-context receipt]"
 _IDENTIFYING_KEYS: Final = (
