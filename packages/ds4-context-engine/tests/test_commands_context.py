@@ -316,3 +316,17 @@ def test_every_result_renders_as_text_rich_and_json(coding, demo):
         assert text.startswith(f"/context {result.command}")
         assert render_rich(result) is not None
         assert msgspec.json.decode(render_json(result))["command"] == result.command
+
+
+def test_memory_previews_mask_secrets_and_work_without_a_store(tmp_path):
+    path = tmp_path / "s.jsonl"
+    shutil.copy(FIXTURES / "v3-coding.jsonl", path)
+    with ContextWorkspace.open(path, no_store=True) as workspace:
+        result = context_memory(workspace, add="deploy with sk-abcdefghijklmnopqrstuvwxyz0123 tonight")
+        assert "sk-abcdef" not in result.items[0].preview
+        assert result.items[0].chars == 53  # 12 + 33 + 8 characters
+        assert context_status(workspace).store_mode == "none"
+        assert context_status(workspace).memory_items == 1
+        with pytest.raises(CommandError) as caught:
+            context_storage(workspace)
+        assert caught.value.code == "command-needs-store"

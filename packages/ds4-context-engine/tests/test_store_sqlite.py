@@ -6,6 +6,7 @@ import hashlib
 import shutil
 import sqlite3
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -288,3 +289,24 @@ def test_v1_session_incremental_ids_match_a_full_read(store, tmp_path):
     assert store.index_file(path).mode == "incremental"
     session = read_pi_session(path)
     assert [hit.entry_id for hit in store.search(session.session_id, "incremental legacy")] == [entry.id]
+
+
+def test_threads_sharing_one_store_are_serialised(store, tmp_path):
+    errors = []
+
+    def worker(number):
+        try:
+            for index in range(20):
+                store.add_calibration_sample(f"profile-{number}", estimated=100, actual=100 + index)
+                store.record_manifest(f"s-{number}", "{}")
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(number,)) for number in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert [len(store.calibration_samples(f"profile-{n}")) for n in range(4)] == [20, 20, 20, 20]
+    assert store.storage().manifests == 80

@@ -9,6 +9,7 @@ from typing import Final
 from ds4_context_core import estimate_message_tokens
 from ds4_context_core.config import CONFIG_SCHEMA_ID
 from ds4_context_core.history import validate_runtime_history_snapshot
+from ds4_context_core.privacy import redact_secrets
 from ds4_context_engine._exceptions import CommandError
 from ds4_context_engine.store import append_memory_event, append_pin_event, append_unpin_event
 
@@ -157,8 +158,13 @@ def context_memory(
             raise CommandError("memory-item-unknown", "no memory item has that id")
         event_id = append_memory_event(workspace.session_path, remove_item_id=remove).id
         workspace.refresh()
+    # a preview is shown to the user, never to a provider; secrets in it are still masked
     items = tuple(
-        MemoryLine(item_id=item.item_id, chars=len(item.text), preview=item.text[:MEMORY_PREVIEW_CHARS])
+        MemoryLine(
+            item_id=item.item_id,
+            chars=len(item.text),
+            preview=redact_secrets(item.text)[0][:MEMORY_PREVIEW_CHARS],
+        )
         for item in workspace.memory_items()
     )
     return MemoryResult(event_entry_id=event_id, items=items)

@@ -13,6 +13,7 @@ import hashlib
 import os
 import sqlite3
 import stat
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -129,6 +130,8 @@ class SqliteDerivedStore:
         self._events = events
         self._mode: Literal["file", "memory"] = "file" if path is not None else "memory"
         self._checksums_ok = True
+        # one connection shared by the threads of a host; calls are serialised
+        self._lock = threading.RLock()
         self._connection = self._connect()
 
     # -- connection lifecycle ---------------------------------------------------------------------
@@ -216,6 +219,10 @@ class SqliteDerivedStore:
 
     def _guard(self, operation: Callable[[], _T]) -> _T:
         """Run ``operation``; on a lock, continue in memory; on corruption, rebuild the file; retry once."""
+        with self._lock:
+            return self._guarded(operation)
+
+    def _guarded(self, operation: Callable[[], _T]) -> _T:
         try:
             return operation()
         except sqlite3.Error as error:
@@ -340,8 +347,9 @@ class SqliteDerivedStore:
 
     def rebuild(self, paths: Iterable[str | os.PathLike[str]]) -> tuple[IndexReport, ...]:
         """Delete the whole store and replay every given session file into a fresh one."""
-        self._reset("derived-store-rebuilt")
-        return tuple(self.index_file(path) for path in paths)
+        with self._lock:
+            self._reset("derived-store-rebuilt")
+            return tuple(self.index_file(path) for path in paths)
 
     def _full_index(self, session: PiSession, data: bytes, *, reason: str) -> IndexReport:
         session_id = session.session_id
