@@ -13,20 +13,18 @@ from _provider_fixtures import (
     OPENAI_CHAT_ANSWER,
     OPENAI_CHAT_TOOL_ANSWER,
     OPENAI_RATE_LIMIT_BODY,
-    anthropic_converter,
     assert_accepted_by,
-    chat_converter,
     conversation,
     message,
     model,
     responses_answer,
-    responses_converter,
 )
 from anthropic.types import message_create_params
 from openai.types.chat import completion_create_params
 from openai.types.responses import response_create_params
 
 from ds4_context_core import TextBlock
+from ds4_context_core.interop import to_openai_responses
 from ds4_context_core.planner import plan_context
 from ds4_context_engine.providers import (
     AnthropicMessagesTransport,
@@ -51,7 +49,7 @@ SECRET = "sk-proj-" + "Z" * 40
 def _chat(server, **kwargs):
     kwargs.setdefault("api_key", "test-key")
     kwargs.setdefault("api_key_env", None)
-    return OpenAIChatTransport(base_url=server.url + "/v1", converter=chat_converter, **kwargs)
+    return OpenAIChatTransport(base_url=server.url + "/v1", **kwargs)
 
 
 def _request(**kwargs):
@@ -178,9 +176,7 @@ def test_malformed_answers_become_invalid_response_fallbacks(reply):
 
 
 def test_connection_refused_is_a_retryable_connection_error():
-    transport = OpenAIChatTransport(
-        base_url=closed_port_url() + "/v1", converter=chat_converter, api_key_env=None
-    )
+    transport = OpenAIChatTransport(base_url=closed_port_url() + "/v1", api_key_env=None)
     result = _complete(transport, _request())
     assert result.failure.kind == "connection-error"
     assert result.retryable is True
@@ -206,7 +202,7 @@ def test_local_provider_receives_local_only_content_when_policy_says_it_is_local
     with ScriptedServer() as server:
         server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
         definition = parse_local_provider({"id": "ollama", "type": "ollama", "baseUrl": server.url})
-        transport = local_provider_transport(definition, converter=chat_converter)
+        transport = local_provider_transport(definition)
         result = _complete(
             transport,
             _request(messages=messages, model=model("ollama", "llama3.2:latest"), max_output_tokens=64),
@@ -235,15 +231,17 @@ def test_privacy_failure_fails_closed_without_any_request():
     assert result.retryable is False
 
 
-def test_unconvertible_request_is_an_invalid_request_fallback_without_any_request():
+@pytest.mark.parametrize("error", [ValueError("cannot convert"), AttributeError("bug"), RecursionError()])
+def test_unconvertible_request_is_an_invalid_request_fallback_without_any_request(error):
     def refuse(messages):
-        raise ValueError("cannot convert")
+        raise error
 
     with ScriptedServer() as server:
         transport = OpenAIChatTransport(base_url=server.url + "/v1", converter=refuse, api_key_env=None)
         result = _complete(transport, _request())
         assert server.requests == []
     assert result.code == "invalid-request"
+    assert result.retryable is False
 
 
 def test_a_raising_usage_hook_does_not_lose_the_answer():
@@ -266,7 +264,6 @@ def test_api_key_from_environment_and_never_in_results(monkeypatch):
             base_url=server.url + "/v1",
             api_key="inline",
             api_key_env="DS4_TEST_KEY",
-            converter=chat_converter,
         )
         result = _complete(transport, _request())
         assert server.requests[0].headers["authorization"] == "Bearer env-secret-key"
@@ -289,7 +286,6 @@ def _anthropic(server, **kwargs):
         base_url=server.url + "/v1",
         api_key="ant-test",
         api_key_env=None,
-        converter=anthropic_converter,
         **kwargs,
     )
 
@@ -370,9 +366,7 @@ def test_anthropic_overloaded_is_retryable():
 
 
 def _responses(server):
-    return OpenAIResponsesTransport(
-        base_url=server.url + "/v1", api_key="k", api_key_env=None, converter=responses_converter
-    )
+    return OpenAIResponsesTransport(base_url=server.url + "/v1", api_key="k", api_key_env=None)
 
 
 def _assistant_reply(index, text):
@@ -404,7 +398,7 @@ def test_responses_continue_only_when_the_stored_state_matches():
     assert first.continued_from is None
     assert first.continuation.response_id == "resp_1"
     assert short["previous_response_id"] == "resp_1"
-    assert short["input"] == [{"type": "message", "role": "user", "content": "More?"}]
+    assert short["input"] == [{"role": "user", "content": "More?"}]
     assert short["instructions"] == "Be brief."
     assert second.continued_from == "resp_1"
     assert second.continuation.response_id == "resp_2"
@@ -449,7 +443,7 @@ def test_responses_replay_in_full_when_anything_differs(change):
         )
         second = server.requests[1].json()
     assert "previous_response_id" not in second
-    assert len(second["input"]) == len(responses_converter(history))
+    assert second["input"] == to_openai_responses(history)
 
 
 def test_responses_replay_in_full_when_the_stored_response_is_gone():
@@ -485,21 +479,17 @@ def test_responses_replay_in_full_when_the_stored_response_is_gone():
 
 def test_our_parsers_accept_the_sdk_response_models():
     chat = openai.types.chat.ChatCompletion.model_validate(OPENAI_CHAT_TOOL_ANSWER)
-    output, usage = OpenAIChatTransport(converter=chat_converter).parse_response(chat.model_dump(mode="json"))
+    output, usage = OpenAIChatTransport().parse_response(chat.model_dump(mode="json"))
     assert output.tool_calls[0].arguments == {"path": "docs/cli.md"}
     assert usage.output_tokens == 18
 
     message_model = anthropic.types.Message.model_validate(ANTHROPIC_ANSWER)
-    output, usage = AnthropicMessagesTransport(converter=anthropic_converter).parse_response(
-        message_model.model_dump(mode="json")
-    )
+    output, usage = AnthropicMessagesTransport().parse_response(message_model.model_dump(mode="json"))
     assert output.tool_calls[0].id == "toolu_01A09q90qw90lq917835lq9"
     assert usage.cache_read_input_tokens == 2048
 
     response = openai.types.responses.Response.model_validate(responses_answer("resp_9", "Hello."))
-    output, usage = OpenAIResponsesTransport(converter=responses_converter).parse_response(
-        response.model_dump(mode="json")
-    )
+    output, usage = OpenAIResponsesTransport().parse_response(response.model_dump(mode="json"))
     assert (output.text, output.response_id, usage.input_tokens) == ("Hello.", "resp_9", 36)
 
 
@@ -553,7 +543,6 @@ def test_router_fails_over_from_a_rate_limited_cloud_model_to_a_local_one():
             "openai": _chat(cloud),
             "ollama": local_provider_transport(
                 parse_local_provider({"id": "ollama", "type": "ollama", "baseUrl": local.url}),
-                converter=chat_converter,
             ),
         }
         router = FallbackRouter(

@@ -1,7 +1,7 @@
 import anyio
 import pytest
 from _http_servers import Reply, ScriptedServer
-from _provider_fixtures import OPENAI_CHAT_ANSWER, chat_converter, conversation, model
+from _provider_fixtures import OPENAI_CHAT_ANSWER, conversation, model
 
 from ds4_context_engine.providers import (
     CompletionRequest,
@@ -100,9 +100,7 @@ def test_a_continuation_is_only_offered_to_the_route_it_belongs_to():
 def test_facade_over_a_real_transport():
     with ScriptedServer() as server:
         server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
-        transport = OpenAIChatTransport(
-            base_url=server.url + "/v1", api_key_env=None, converter=chat_converter
-        )
+        transport = OpenAIChatTransport(base_url=server.url + "/v1", api_key_env=None)
         runtime = ProviderRuntime({"openai": transport}, ["openai:gpt-4o-mini"])
         routed = anyio.run(runtime.complete, _request())
         assert server.requests[0].json()["model"] == "gpt-4o-mini"

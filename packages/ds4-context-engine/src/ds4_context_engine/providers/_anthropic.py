@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Final
 import httpx
 import msgspec
 
-from ds4_context_core import CanonicalMessage, TextBlock
+from ds4_context_core import CanonicalMessage
 from ds4_context_core.privacy import PrivacyPolicy
 
 from ._convert import MessageConverter, interop_converter
@@ -62,22 +62,11 @@ def _as_blocks(content: Any) -> list[dict[str, Any]]:
     raise TypeError("message content must be a string or a list of blocks")
 
 
-def _mark_last_block(message: dict[str, Any]) -> bool:
-    blocks = _as_blocks(message.get("content"))
-    if not blocks or not isinstance(blocks[-1], dict):
-        return False
-    # Thinking blocks cannot carry cache_control; the breakpoint is simply skipped then.
-    if blocks[-1].get("type") in ("thinking", "redacted_thinking"):
-        return False
-    blocks[-1] = {**blocks[-1], "cache_control": dict(_EPHEMERAL)}
-    message["content"] = blocks
-    return True
-
-
 class AnthropicMessagesTransport(HttpTransport):
     """``POST {base_url}/messages`` (non-streaming).
 
-    Canonical ``system`` messages and ``request.system`` become the top-level ``system`` blocks. Cache
+    ``request.system`` and the canonical ``system`` messages (lifted by the converter) become the
+    top-level ``system`` blocks. Cache
     breakpoints go on the last tool definition, the last system block and the last block of the plan's
     stable prefix (``request.stable_prefix_count`` messages): the parts that stay byte-identical from one
     call to the next, so Anthropic can serve them from its prompt cache.
@@ -120,12 +109,30 @@ class AnthropicMessagesTransport(HttpTransport):
             headers["x-api-key"] = api_key
         return headers
 
-    def _convert(self, messages: Sequence[CanonicalMessage]) -> list[dict[str, Any]]:
+    def _convert(
+        self, messages: Sequence[CanonicalMessage]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """``(system blocks, messages)``; the converter lifts canonical system messages into ``system``."""
         converter = self._converter or interop_converter("to_anthropic_messages")
-        return [copy.deepcopy(message) for message in converter(messages)]
+        converted = copy.deepcopy(converter(messages))
+        if isinstance(converted, list):  # a converter that has no system prompt to lift
+            return [], converted
+        system = converted.get("system")
+        if isinstance(system, str):
+            system_blocks = [{"type": "text", "text": system}] if system else []
+        elif isinstance(system, list):
+            system_blocks = list(system)
+        elif system is None:
+            system_blocks = []
+        else:
+            raise TypeError("the converted system prompt must be text or a list of blocks")
+        messages_out = converted.get("messages")
+        if not isinstance(messages_out, list):
+            raise TypeError("the converter returned no message list")
+        return system_blocks, messages_out
 
     def _place_prefix_breakpoint(
-        self, converted: list[dict[str, Any]], conversation: Sequence[CanonicalMessage], prefix_count: int
+        self, converted: list[dict[str, Any]], messages: Sequence[CanonicalMessage], prefix_count: int
     ) -> bool:
         """Mark the end of the stable prefix, found by converting the prefix alone.
 
@@ -133,7 +140,7 @@ class AnthropicMessagesTransport(HttpTransport):
         index ``n`` is not converted index ``n``. If the prefix's conversion is not a prefix of the whole
         conversion, no breakpoint is placed: a missing breakpoint costs money, a wrong one nothing worse.
         """
-        prefix = self._convert(conversation[:prefix_count])
+        _, prefix = self._convert(messages[:prefix_count])
         if not prefix or len(prefix) > len(converted):
             return False
         last = len(prefix) - 1
@@ -143,7 +150,7 @@ class AnthropicMessagesTransport(HttpTransport):
         if head.get("role") != whole.get("role"):
             return False
         head_blocks, whole_blocks = _as_blocks(head.get("content")), _as_blocks(whole.get("content"))
-        if whole_blocks[: len(head_blocks)] != head_blocks:
+        if not head_blocks or whole_blocks[: len(head_blocks)] != head_blocks:
             return False
         target = whole_blocks[len(head_blocks) - 1]
         if not isinstance(target, dict) or target.get("type") in ("thinking", "redacted_thinking"):
@@ -153,19 +160,13 @@ class AnthropicMessagesTransport(HttpTransport):
         return True
 
     def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
-        system_texts = [request.system] if request.system else []
-        conversation: list[CanonicalMessage] = []
-        for message in request.messages:
-            if message.role == "system":
-                system_texts.extend(block.text for block in message.blocks if isinstance(block, TextBlock))
-            else:
-                conversation.append(message)
-        converted = self._convert(conversation)
+        lifted, converted = self._convert(request.messages)
+        system_blocks: list[dict[str, Any]] = (
+            [{"type": "text", "text": request.system}] if request.system else []
+        )
+        system_blocks.extend(lifted)
         max_tokens = request.max_output_tokens or request.model.max_tokens or ANTHROPIC_DEFAULT_MAX_TOKENS
         payload: dict[str, Any] = {"model": request.model.id, "max_tokens": max_tokens, "messages": converted}
-        system_blocks: list[dict[str, Any]] = [
-            {"type": "text", "text": text} for text in system_texts if text
-        ]
         if request.temperature is not None:
             payload["temperature"] = request.temperature
         tools = [
@@ -176,13 +177,9 @@ class AnthropicMessagesTransport(HttpTransport):
             if tools:
                 tools[-1]["cache_control"] = dict(_EPHEMERAL)
             if system_blocks:
-                system_blocks[-1]["cache_control"] = dict(_EPHEMERAL)
-            # Canonical system messages are lifted out, so the prefix is counted on the rest.
-            prefix_count = sum(
-                1 for m in request.messages[: request.stable_prefix_count] if m.role != "system"
-            )
-            if 0 < prefix_count <= len(conversation):
-                self._place_prefix_breakpoint(converted, conversation, prefix_count)
+                system_blocks[-1] = {**system_blocks[-1], "cache_control": dict(_EPHEMERAL)}
+            if 0 < request.stable_prefix_count <= len(request.messages):
+                self._place_prefix_breakpoint(converted, request.messages, request.stable_prefix_count)
         if system_blocks:
             payload["system"] = system_blocks
         if tools:

@@ -148,7 +148,7 @@ class OpenAIChatTransport(HttpTransport):
         self._converter = converter
 
     def _convert(self, messages: Sequence[CanonicalMessage]) -> list[dict[str, Any]]:
-        converter = self._converter or interop_converter("to_openai_chat_messages")
+        converter = self._converter or interop_converter("to_openai_chat")
         return list(converter(messages))
 
     def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
@@ -328,7 +328,7 @@ class OpenAIResponsesTransport(HttpTransport):
         self._policy_version = privacy_policy_version(privacy_policy)
 
     def _convert(self, messages: Sequence[CanonicalMessage]) -> list[dict[str, Any]]:
-        converter = self._converter or interop_converter("to_openai_responses_input")
+        converter = self._converter or interop_converter("to_openai_responses")
         return list(converter(messages))
 
     def _settings_hash(self, request: CompletionRequest) -> str:
