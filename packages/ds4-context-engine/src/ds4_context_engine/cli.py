@@ -44,6 +44,14 @@ app = typer.Typer(
     help="Context management for agent hosts: inspect, plan and restore Pi session files.",
 )
 
+# help panels, listed in this order by --help
+_START: Final = "Start here"
+_INSPECT: Final = "Inspect a session"
+_PLAN: Final = "Plan, explain, restore"
+_CHANGE: Final = "Pins and memory (appended to the session)"
+_STORE: Final = "Derived store"
+_ADAPTERS: Final = "Adapters and version"
+
 SessionArgument = Annotated[Path, typer.Argument(help="A Pi session file (.jsonl).", show_default=False)]
 StoreOption = Annotated[
     Path | None,
@@ -188,6 +196,7 @@ def _read_command(name: str, function: str, summary: str) -> Callable[..., None]
 
 
 _PLAN_NOTE: Final = " Needs --model provider:model and --window N."
+_PLAN_COMMANDS: Final = ("manifest", "included", "excluded", "compact-preview")
 for _name, _function, _summary in (
     ("status", "context_status", "The session at a glance: branch, model, size, pins, issues."),
     ("adapter", "context_adapter", "The runtime-adapter view: capabilities as negotiated, diagnostics."),
@@ -207,10 +216,11 @@ for _name, _function, _summary in (
     ("health", "context_health", "Session issues, history validation and the store's state."),
     ("config", "context_config", "The effective configuration and any warnings from loading it."),
 ):
-    app.command(_name)(_read_command(_name, _function, _summary))
+    panel = _STORE if _name in ("storage",) else _PLAN if _name in _PLAN_COMMANDS else _INSPECT
+    app.command(_name, rich_help_panel=panel)(_read_command(_name, _function, _summary))
 
 
-@app.command("compact")
+@app.command("compact", rich_help_panel=_PLAN)
 def compact_command(
     session: SessionArgument,
     *,
@@ -237,7 +247,7 @@ def compact_command(
         _emit(_guard(lambda: _commands().context_compact_preview(workspace)), as_json)
 
 
-@app.command("explain")
+@app.command("explain", rich_help_panel=_PLAN)
 def explain_command(
     session: SessionArgument,
     message_id: Annotated[str, typer.Argument(help="A message id or a bare entry id.")],
@@ -259,7 +269,7 @@ def explain_command(
         _emit(_guard(lambda: _commands().context_explain(workspace, message_id)), as_json)
 
 
-@app.command("restore")
+@app.command("restore", rich_help_panel=_PLAN)
 def restore_command(
     session: SessionArgument,
     message_id: Annotated[str, typer.Argument(help="A receipt id, a trimmed message id or any message id.")],
@@ -281,7 +291,7 @@ def restore_command(
         _emit(_guard(lambda: _commands().context_restore(workspace, message_id)), as_json)
 
 
-@app.command("pin")
+@app.command("pin", rich_help_panel=_CHANGE)
 def pin_command(
     session: SessionArgument,
     entry_id: Annotated[str, typer.Argument(help="The entry to keep in every plan.")],
@@ -296,7 +306,7 @@ def pin_command(
         _emit(_guard(lambda: _commands().context_pin(workspace, entry_id, label=label)), as_json)
 
 
-@app.command("unpin")
+@app.command("unpin", rich_help_panel=_CHANGE)
 def unpin_command(
     session: SessionArgument,
     entry_id: Annotated[str, typer.Argument(help="A pinned entry id.")],
@@ -310,7 +320,7 @@ def unpin_command(
         _emit(_guard(lambda: _commands().context_unpin(workspace, entry_id)), as_json)
 
 
-@app.command("memory")
+@app.command("memory", rich_help_panel=_CHANGE)
 def memory_command(
     session: SessionArgument,
     *,
@@ -327,7 +337,7 @@ def memory_command(
         _emit(_guard(lambda: _commands().context_memory(workspace, add=add, remove=remove)), as_json)
 
 
-@app.command("rebuild-index")
+@app.command("rebuild-index", rich_help_panel=_STORE)
 def rebuild_index_command(
     session: SessionArgument, store: StoreOption = None, as_json: JsonOption = False
 ) -> None:
@@ -336,7 +346,7 @@ def rebuild_index_command(
         _emit(_guard(lambda: _commands().context_rebuild_index(workspace)), as_json)
 
 
-@app.command("index")
+@app.command("index", rich_help_panel=_STORE)
 def index_command(
     sessions: Annotated[list[Path], typer.Argument(help="Pi session files to index.", show_default=False)],
     *,
@@ -381,7 +391,7 @@ def index_command(
     _console().print(table)
 
 
-@app.command("plan")
+@app.command("plan", rich_help_panel=_START)
 def plan_command(
     session: SessionArgument,
     *,
@@ -461,7 +471,7 @@ def _print_plan(console: Console, workspace: "ContextWorkspace", plan: Any) -> N
         console.print(left)
 
 
-@app.command("conformance")
+@app.command("conformance", rich_help_panel=_ADAPTERS)
 def conformance_command(
     target: Annotated[
         str | None, typer.Argument(help="package.module:factory (default: the Pi session adapter).")
@@ -510,7 +520,7 @@ def _print_conformance(console: Console, report: Any) -> None:
     console.print("[bold green]passed[/bold green]" if report.passed else "[bold red]failed[/bold red]")
 
 
-@app.command("demo")
+@app.command("demo", rich_help_panel=_START)
 def demo_command(
     window: Annotated[
         int | None,
@@ -700,7 +710,7 @@ def _print_demo(
     console.print(f"\nDemo files {where}. Next: ds4-context plan SESSION --model provider:model --window N")
 
 
-@app.command()
+@app.command(rich_help_panel=_ADAPTERS)
 def version() -> None:
     """Print the installed ds4-context version."""
     typer.echo(__version__)
@@ -709,6 +719,13 @@ def version() -> None:
 @app.callback()
 def _root() -> None:
     """Context management for agent hosts."""
+
+
+_PANEL_ORDER: Final = (_START, _INSPECT, _PLAN, _CHANGE, _STORE, _ADAPTERS)
+# --help lists panels in registration order; put the demo first, then everything by panel
+app.registered_commands.sort(
+    key=lambda info: (_PANEL_ORDER.index(info.rich_help_panel or _ADAPTERS), info.name != "demo")
+)
 
 
 def main() -> None:
