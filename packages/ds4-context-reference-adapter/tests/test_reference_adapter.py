@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -180,11 +180,16 @@ def test_a_plain_function_transport_runs_off_the_event_loop(history, backend):
     assert seen[0] != threading.main_thread().name
 
 
-class ExplodingContent(dict):  # type: ignore[type-arg]
-    def items(self):  # type: ignore[override]
+class ExplodingContent(Mapping[str, Any]):
+    """Content that refuses every access, as a broken or hostile payload object might."""
+
+    def __getitem__(self, key: str) -> Any:
         raise RuntimeError("no access")
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("no access")
+
+    def __len__(self) -> int:
         raise RuntimeError("no access")
 
 
@@ -192,7 +197,7 @@ class ExplodingContent(dict):  # type: ignore[type-arg]
 def test_privacy_fails_closed_and_nothing_is_sent(history, backend):
     transport = RecordingTransport()
     adapter = _adapter(history, transport=transport)
-    result = _run(backend, adapter.complete, _request(ExplodingContent(text="x")))
+    result = _run(backend, adapter.complete, _request(ExplodingContent()))
     assert isinstance(result, CompletionFallback)
     assert (result.code, result.retryable) == ("privacy-enforcement-failed", False)
     assert transport.received == []

@@ -131,7 +131,10 @@ class ReferenceRuntimeAdapter:
     local KV reuse additionally stays off until ``local_kv_enabled=True``.
 
     ``trusted_project_root`` defaults to the root recorded in the file's header (which must then be a
-    canonical directory); ``runtime_id``/``session_id``, when given, must match the header.
+    canonical directory; the header is read here, so an unreadable file raises its
+    ``ReferenceHistoryError`` now); ``runtime_id``/``session_id``, when given, must match the header.
+    ``embedding_provider`` is the provider id privacy is enforced for before texts reach the embedding
+    port: unless the privacy policy lists it as local, the remote rules apply.
     """
 
     def __init__(
@@ -146,7 +149,7 @@ class ReferenceRuntimeAdapter:
         privacy: PrivacyPolicy | None = None,
         limits: ReferenceHistoryLimits | None = None,
         embedding_port: EmbeddingPort | None = None,
-        embedding_provider: str = "local",
+        embedding_provider: str = "embedding-port",
         local_kv_port: LocalKvRuntimePort | None = None,
         local_kv_enabled: bool = False,
     ) -> None:
