@@ -446,6 +446,17 @@ def test_responses_replay_in_full_when_anything_differs(change):
     assert second["input"] == to_openai_responses(history)
 
 
+def test_responses_without_storage_never_continue():
+    with ScriptedServer() as server:
+        server.on("POST", "/v1/responses", Reply(body=responses_answer("resp_1", "First answer.")))
+        transport = OpenAIResponsesTransport(
+            base_url=server.url + "/v1", api_key="k", api_key_env=None, store=False
+        )
+        first = _complete(transport, _request())
+        assert first.continuation is None
+        assert server.requests[0].json()["store"] is False
+
+
 def test_responses_replay_in_full_when_the_stored_response_is_gone():
     with ScriptedServer() as server:
         server.on(

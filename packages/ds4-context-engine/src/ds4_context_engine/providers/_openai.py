@@ -294,7 +294,7 @@ class OpenAIResponsesTransport(HttpTransport):
     answer the provider stored, only the newer messages are sent with ``previous_response_id``. Any
     difference (trimmed or edited history, another model, system prompt, tool set or privacy policy)
     means a full replay. If the provider no longer has the stored response, the call is replayed once in
-    full.
+    full. With ``store=False`` the provider keeps nothing and every call is a full replay.
     """
 
     endpoint_path: ClassVar[str] = "/responses"
@@ -312,6 +312,7 @@ class OpenAIResponsesTransport(HttpTransport):
         on_usage: UsageCallback | None = None,
         extra_headers: dict[str, str] | None = None,
         converter: MessageConverter | None = None,
+        store: bool = True,
     ) -> None:
         super().__init__(
             base_url=base_url,
@@ -325,6 +326,7 @@ class OpenAIResponsesTransport(HttpTransport):
             extra_headers=extra_headers,
         )
         self._converter = converter
+        self._store = store
         self._policy_version = privacy_policy_version(privacy_policy)
 
     def _convert(self, messages: Sequence[CanonicalMessage]) -> list[dict[str, Any]]:
@@ -346,7 +348,12 @@ class OpenAIResponsesTransport(HttpTransport):
     def continuation_start(self, request: CompletionRequest) -> int | None:
         """Index of the first message to send after ``previous_response_id``, or None for a full replay."""
         state = request.continuation
-        if state is None or state.provider != self.provider or state.model != request.model.id:
+        if (
+            not self._store
+            or state is None
+            or state.provider != self.provider
+            or state.model != request.model.id
+        ):
             return None
         count = state.prefix_count
         messages = request.messages
@@ -361,7 +368,11 @@ class OpenAIResponsesTransport(HttpTransport):
 
     def _payload(self, request: CompletionRequest, start: int | None) -> dict[str, Any]:
         messages = request.messages if start is None else request.messages[start:]
-        payload: dict[str, Any] = {"model": request.model.id, "input": self._convert(messages), "store": True}
+        payload: dict[str, Any] = {
+            "model": request.model.id,
+            "input": self._convert(messages),
+            "store": self._store,
+        }
         if start is not None and request.continuation is not None:
             payload["previous_response_id"] = request.continuation.response_id
         if request.system:
@@ -440,7 +451,12 @@ class OpenAIResponsesTransport(HttpTransport):
             # The stored response may have expired or been deleted: replay everything once.
             result = await super().complete(msgspec.structs.replace(request, continuation=None))
             start = None
-        if result.status != "completed" or result.output is None or not result.output.response_id:
+        if (
+            not self._store
+            or result.status != "completed"
+            or result.output is None
+            or not result.output.response_id
+        ):
             return result
         continuation = ProviderContinuation(
             provider=self.provider,
