@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -21,14 +21,16 @@ from ds4_context_core import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ds4_context_core.conformance import (
-    ConformanceFixture,
-    ConformanceSubject,
-    ConformanceTransport,
-    SimpleConformanceFactory,
-)
 
 from ._adapter import PiSessionAdapter
+
+if TYPE_CHECKING:  # the kit is imported only when a factory is asked for
+    from ds4_context_core.conformance import (
+        ConformanceFixture,
+        ConformanceSubject,
+        ConformanceTransport,
+        SimpleConformanceFactory,
+    )
 
 __all__ = ["PI_CONFORMANCE_FACTORY_NAME", "canonical_to_pi_message", "pi_session_conformance_factory"]
 
@@ -116,6 +118,8 @@ def _write_fixture_session(directory: Path, fixture: ConformanceFixture) -> Path
 
 
 def _create(fixture: ConformanceFixture, transport: ConformanceTransport) -> ConformanceSubject:
+    from ds4_context_core.conformance import ConformanceSubject  # noqa: PLC0415
+
     directory = Path(tempfile.mkdtemp(prefix="ds4-pi-conformance-")).resolve()
     session = _write_fixture_session(directory, fixture)
     adapter = PiSessionAdapter(session, trusted_roots=[directory], transport=transport, model=fixture.model)
@@ -128,4 +132,6 @@ def _create(fixture: ConformanceFixture, transport: ConformanceTransport) -> Con
 
 def pi_session_conformance_factory() -> SimpleConformanceFactory:
     """The factory ``ds4-context conformance`` runs; also usable as ``package.module:factory`` target."""
+    from ds4_context_core.conformance import SimpleConformanceFactory  # noqa: PLC0415
+
     return SimpleConformanceFactory(name=PI_CONFORMANCE_FACTORY_NAME, create=_create)
