@@ -484,3 +484,22 @@ def test_snapshot_input_is_accepted():
 def test_default_config_round_trips_through_its_json_schema():
     schema = Ds4ContextConfig.model_json_schema()
     assert set(schema["properties"]) >= {"budget", "planner", "pruning"}
+
+
+def test_receipts_of_local_only_steps_stay_local_only_and_supplements_are_plain_synthetic():
+    history = [*_coding_history(60), user("u1", "next")]
+    config = {"pruning": {"head_chars": 100_000}}
+    supplemental = [SupplementalItem(id="m", kind="memory", text="note")]
+    first = plan_context(history, model=model(40_000, 4_000), config=config, supplemental=supplemental)
+    receipted = next(item for item in first.items if item.kind == "receipt").source_ids[1]
+    position = [m.id for m in history].index(receipted)
+    history[position] = msgspec.structs.replace(history[position], flags=core.MessageFlags(local_only=True))
+    plan = plan_context(history, model=model(40_000, 4_000), config=config, supplemental=supplemental)
+    kinds = set()
+    for message, item in zip(plan.messages, plan.items, strict=True):
+        kinds.add(item.kind)
+        if item.kind == "receipt":
+            assert message.flags.local_only is (True if receipted in item.source_ids else None)
+        if item.kind == "memory":
+            assert message.flags == core.MessageFlags(synthetic=True)
+    assert {"receipt", "memory"} <= kinds

@@ -21,6 +21,7 @@ from ds4_context_core._exceptions import PlanRestoreError
 from ds4_context_core._model import (
     CanonicalBlock,
     CanonicalMessage,
+    MessageFlags,
     ModelDescriptor,
     Provenance,
     RuntimeHistorySnapshot,
@@ -477,7 +478,7 @@ class _Run:
                     entry_id=item_id,
                     runtime_id=provenance.runtime_id,
                 ),
-                flags=msgspec.structs.replace(anchor.flags, synthetic=True, pinned=None, atomic=None),
+                flags=MessageFlags(synthetic=True),
             )
             tokens = self.estimator(message)
             if used.get(item.kind, 0) + tokens > ceilings[item.kind]:
@@ -1038,7 +1039,11 @@ class _Run:
                 entry_id=receipt_id,
                 runtime_id=first.provenance.runtime_id,
             ),
-            flags=msgspec.structs.replace(first.flags, synthetic=True, atomic=None, pinned=None),
+            # A receipt of anything local-only stays local-only: privacy markers never downgrade.
+            flags=MessageFlags(
+                synthetic=True,
+                local_only=True if any(source[p].flags.local_only for p in positions) else None,
+            ),
         )
         return _Receipt(
             roots=tuple(roots),
