@@ -128,6 +128,8 @@ def test_nesting_never_downgrades() -> None:
         ('"password": "hunter2"', '"password": "[DS4 REDACTED SECRET]"'),
         ("CLIENT_SECRET: zzz", "CLIENT_SECRET: [DS4 REDACTED SECRET]"),
         ("access-token = tok_1", "access-token = [DS4 REDACTED SECRET]"),
+        ("APIKEY=zzz", "APIKEY=[DS4 REDACTED SECRET]"),
+        ("authorization: bearer abcdefghij", "authorization: bearer [DS4 REDACTED TOKEN]"),
     ],
 )
 def test_each_secret_form_is_redacted_for_remote_destinations(secret: str, placeholder: str) -> None:

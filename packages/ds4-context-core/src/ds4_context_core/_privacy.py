@@ -115,19 +115,25 @@ _KEY_KIND: Final[dict[str, bool]] = {
 # The literal "[" prefix lets the regex engine skip quickly to candidate positions.
 # A tag naming an unknown level (a typo such as ``[ds4:private]``) is still a tag, and is treated as
 # ``local-only``: whoever wrote it meant to protect something.
-_MARKER: Final = re.compile(r"\[(/?)ds4:([a-z0-9_-]{1,32})\]", re.IGNORECASE)
+_MARKER: Final = re.compile(r"\[(/?)ds4:([a-z0-9_-]{1,32})\]", re.IGNORECASE | re.ASCII)
 _UNKNOWN_LEVEL_RANK: Final = len(PRIVACY_CLASSIFICATIONS) - 1
 
-# One alternation, one scan per string. Group names select the replacement.
-_SECRETS: Final = re.compile(
-    r"(?P<pem>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z))"
-    r"|(?P<bearer>(?i:bearer))\s+(?!\[DS4 )[A-Za-z0-9._~+/=-]{8,}"
-    r"|(?<![A-Za-z0-9])(?P<credential>sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}"
-    r"|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16})"
-    r"|(?P<key>(?i:api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret|password))"
-    r"(?P<sep>[\"']?\s*[=:]\s*[\"']?)(?!\[DS4 )[^\s\"',;}\]]+",
-    re.DOTALL,
+# One regex per secret family, each gated by a cheap substring test on the lower-cased text, so clean
+# text costs a few substring searches. Case-insensitivity is ASCII-only (re.ASCII) so that the lower-cased
+# byte screen in the fast path and these rules always agree (no Kelvin-sign "k" matching "key").
+_PEM: Final = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL
 )
+_BEARER: Final = re.compile(r"(bearer)\s+(?!\[DS4 )[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE | re.ASCII)
+_CREDENTIAL: Final = re.compile(
+    r"(?<![A-Za-z0-9])(?:sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16})"
+)
+_KEY_VALUE: Final = re.compile(
+    r"(api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret|password)"
+    r"([\"']?\s*[=:]\s*[\"']?)(?!\[DS4 )[^\s\"',;}\]]+",
+    re.IGNORECASE | re.ASCII,
+)
+_KEY_VALUE_WORDS: Final = ("key", "token", "secret", "password")
 
 
 class PrivacyPolicy(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -283,19 +289,23 @@ def classify_text(text: str) -> PrivacyClassification:
     return PRIVACY_CLASSIFICATIONS[top]
 
 
-def _replace_secret(match: re.Match[str]) -> str:
-    if match.group("pem") is not None:
-        return _PRIVATE_KEY_PLACEHOLDER
-    if match.group("bearer") is not None:
-        return f"{match.group('bearer')} {_TOKEN_PLACEHOLDER}"
-    if match.group("credential") is not None:
-        return _CREDENTIAL_PLACEHOLDER
-    return f"{match.group('key')}{match.group('sep')}{_SECRET_PLACEHOLDER}"
-
-
 def redact_secrets(text: str) -> tuple[str, int]:
     """Replace private keys, API credentials, bearer tokens and ``password=...`` values; return the count."""
-    return _SECRETS.subn(_replace_secret, text)
+    lowered = text.lower()
+    total = 0
+    if "-----begin" in lowered:
+        text, found = _PEM.subn(_PRIVATE_KEY_PLACEHOLDER, text)
+        total += found
+    if "bearer" in lowered:
+        text, found = _BEARER.subn(rf"\1 {_TOKEN_PLACEHOLDER}", text)
+        total += found
+    if "sk-" in lowered or "akia" in lowered or "gh" in lowered:
+        text, found = _CREDENTIAL.subn(_CREDENTIAL_PLACEHOLDER, text)
+        total += found
+    if any(word in lowered for word in _KEY_VALUE_WORDS):
+        text, found = _KEY_VALUE.subn(rf"\1\2{_SECRET_PLACEHOLDER}", text)
+        total += found
+    return text, total
 
 
 class _Counts:
@@ -335,7 +345,7 @@ def _sanitize(text: str, allowed_ranks: frozenset[int] | None, redact: bool, cou
         result = "".join(parts)
         counts.changed = True  # tags were removed at the very least
     if redact:
-        result, found = _SECRETS.subn(_replace_secret, result)
+        result, found = redact_secrets(result)
         if found:
             counts.redactions += found
             counts.changed = True
