@@ -247,3 +247,12 @@ def test_compact_is_dry_run_only(demo_session):
     assert refused.exit_code == 2
     assert "error [compact-write-unsupported]" in refused.stderr
     assert demo_session.read_bytes() == before
+
+
+def test_conformance_accepts_a_factory_target_and_reports_bad_ones():
+    named = _run("conformance", "ds4_context_engine.pi:pi_session_conformance_factory", "--json")
+    assert named.exit_code == 0
+    assert json.loads(named.output)["factoryName"] == "ds4-context-engine.pi"
+    bad = _run("conformance", "not-a-target")
+    assert bad.exit_code == 2
+    assert "error [conformance-target-invalid]" in bad.stderr
