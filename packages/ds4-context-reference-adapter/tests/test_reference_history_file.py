@@ -22,6 +22,7 @@ from ds4_context_reference_adapter import (
     append_reference_history_message,
     create_reference_history,
     read_reference_history,
+    read_reference_history_header,
 )
 
 
@@ -392,3 +393,20 @@ def test_an_index_is_not_trusted_once_the_bytes_under_it_changed(history):
     with pytest.raises(ReferenceHistoryError) as caught:
         append_reference_history_message(history, make_message("u2"))
     assert caught.value.reason == "message-id-duplicate"
+
+
+def test_the_header_alone_can_be_read_with_a_small_bound(history, tmp_path, project):
+    assert read_reference_history_header(history).project_root == str(project.resolve())
+    endless = tmp_path / "endless.jsonl"
+    endless.write_bytes(b'{"type":"ds4-runtime-session-v1","runtimeId":"' + b"r" * 100_000)
+    with pytest.raises(ReferenceHistoryError) as caught:
+        read_reference_history_header(endless)
+    assert (caught.value.code, caught.value.reason) == ("canonical-history-read-failed", "header-invalid")
+    short = tmp_path / "short.jsonl"
+    short.write_bytes(b'{"type":"ds4-runtime-session-v1"')
+    with pytest.raises(ReferenceHistoryError) as caught:
+        read_reference_history_header(short)
+    assert caught.value.reason == "unterminated-record"
+    with pytest.raises(ReferenceHistoryError) as caught:
+        read_reference_history_header(tmp_path / "missing.jsonl")
+    assert caught.value.reason == "file-missing"
