@@ -8,7 +8,20 @@ from ._anthropic import (
     AnthropicMessagesTransport,
 )
 from ._convert import INTEROP_MODULE, MessageConverter
-from ._errors import ECHO_MAX_BYTES, LocalProviderError, ModelReferenceError, ProviderConfigurationError
+from ._descriptors import (
+    TRANSPORT_IDS,
+    TransportCapabilities,
+    TransportDescriptor,
+    describe_transport,
+    list_transports,
+)
+from ._errors import (
+    ECHO_MAX_BYTES,
+    PROVIDER_CONFIGURATION_ERROR_CODES,
+    LocalProviderError,
+    ModelReferenceError,
+    ProviderConfigurationError,
+)
 from ._local import (
     DISCOVERY_CACHE_TTL_S,
     DISCOVERY_TIMEOUT_MS,
@@ -85,9 +98,11 @@ __all__ = [
     "MODEL_REFERENCE_MAX_BYTES",
     "OLLAMA_DEFAULT_BASE_URL",
     "OPENAI_DEFAULT_BASE_URL",
+    "PROVIDER_CONFIGURATION_ERROR_CODES",
     "PROVIDER_RESPONSE_MAX_BYTES",
     "RETIRED_MODEL_ALIASES",
     "TRANSIENT_FAILURE_KINDS",
+    "TRANSPORT_IDS",
     "AnthropicMessagesTransport",
     "CompletionOutput",
     "CompletionRequest",
@@ -109,11 +124,15 @@ __all__ = [
     "ProviderContinuation",
     "ProviderResponseError",
     "ToolDefinition",
+    "TransportCapabilities",
+    "TransportDescriptor",
     "TransportFailure",
     "TransportResult",
     "UsageCallback",
     "UsageObservation",
+    "describe_transport",
     "is_private_host",
+    "list_transports",
     "local_provider_transport",
     "openai_api_root",
     "parse_local_provider",

@@ -13,6 +13,7 @@ from ds4_context_core import Ds4ContextError
 
 __all__ = [
     "ECHO_MAX_BYTES",
+    "PROVIDER_CONFIGURATION_ERROR_CODES",
     "LocalProviderError",
     "ModelReferenceError",
     "ProviderConfigurationError",
@@ -20,6 +21,13 @@ __all__ = [
 ]
 
 ECHO_MAX_BYTES: Final = 96
+PROVIDER_CONFIGURATION_ERROR_CODES: Final = (
+    "provider-interop-unavailable",
+    "provider-invalid-base-url",
+    "provider-invalid-id",
+    "provider-invalid-timeout",
+    "provider-unknown-transport",
+)
 _ELLIPSIS: Final = "...[truncated]"
 _INVISIBLE_CATEGORIES: Final = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 
