@@ -262,7 +262,14 @@ class RebuildDropsHistory(MemoryAdapter):
         self._fixture = msgspec.structs.replace(self._fixture, messages=self._fixture.messages[:2])
 
 
+class SendsNothing(MemoryAdapter):
+    def enforce_privacy(self, request: CompletionRequest) -> PrivacyResult:
+        result = super().enforce_privacy(request)
+        return msgspec.structs.replace(result, payload={"messages": []})
+
+
 BROKEN = [
+    (SendsNothing, "privacy", "privacy-overblocked"),
     (DeclaresThreeCapabilities, "capabilities", "capability-declarations-incomplete"),
     (EnablesEverything, "capabilities", "capability-negotiation-mismatch"),
     (WrongModel, "identity", "model-mismatch"),

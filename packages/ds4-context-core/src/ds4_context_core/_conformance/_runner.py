@@ -89,6 +89,7 @@ CONFORMANCE_FAILURE_DETAILS: Final = (
     "model-mismatch",
     "privacy-destination-wrong",
     "privacy-failure-not-reported",
+    "privacy-overblocked",
     "privacy-probe-leaked",
     "rebuild-changed-history",
     "recovery-completion-failed",
@@ -192,6 +193,8 @@ class _Probes:
     def __init__(self) -> None:
         self.private = f"ds4-conformance-private-{secrets.token_hex(8)}"
         self.credential = f"sk-ds4conformance{secrets.token_hex(12)}"
+        # Normal content that must survive: an adapter that sends nothing at all is not private, it is broken.
+        self.visible = f"ds4-conformance-visible-{secrets.token_hex(8)}"
 
     def values(self) -> tuple[str, str]:
         return self.private, self.credential
@@ -350,8 +353,8 @@ async def _check_privacy(
             {
                 "role": "user",
                 "content": (
-                    f"Summarize the project. [ds4:local-only]{probes.private}[/ds4:local-only] "
-                    f"Deploy key: {probes.credential}"
+                    f"Summarize the project {probes.visible}. "
+                    f"[ds4:local-only]{probes.private}[/ds4:local-only] Deploy key: {probes.credential}"
                 ),
             },
         ]
@@ -360,12 +363,14 @@ async def _check_privacy(
     result = adapter.enforce_privacy(request)
     _require(getattr(result, "destination", None) == "remote", "privacy-destination-wrong")
     _require(not probes.found_in(result), "privacy-probe-leaked")
+    _require(probes.visible in _describe(getattr(result, "payload", None)), "privacy-overblocked")
 
     calls = transport.calls
     completed = await adapter.complete(request)
     _require(isinstance(completed, CompletionCompleted), "transport-not-called")
     _require(transport.calls == calls + 1, "transport-not-called")
     _require(not probes.found_in(transport.received[-1]), "privacy-probe-leaked")
+    _require(probes.visible in _describe(transport.received[-1]), "privacy-overblocked")
     _require(not probes.found_in(completed), "result-contains-probe")
 
     calls = transport.calls
