@@ -1,4 +1,6 @@
 import json
+import socket
+import threading
 
 import anthropic.types
 import anyio
@@ -593,3 +595,28 @@ def test_usage_observation_gives_a_calibration_ratio():
         server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
         _complete(_chat(server, on_usage=observations.append), _request(estimated_input_tokens=80))
     assert observations[0].calibration_ratio == 96 / 80
+
+
+def test_a_connection_dropped_mid_answer_is_a_retryable_connection_error():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def serve_once():
+        connection, _ = listener.accept()
+        connection.recv(65536)
+        connection.sendall(
+            b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"id":'
+        )
+        connection.close()
+
+    thread = threading.Thread(target=serve_once, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    transport = OpenAIChatTransport(base_url=f"http://127.0.0.1:{port}/v1", api_key_env=None)
+    result = _complete(transport, _request())
+    thread.join(timeout=5)
+    listener.close()
+    assert result.status == "fallback"
+    assert result.failure.kind == "connection-error"
+    assert result.retryable is True
