@@ -119,8 +119,8 @@ _MARKER: Final = re.compile(r"\[(/?)ds4:([a-z0-9_-]{1,32})\]", re.IGNORECASE | r
 _UNKNOWN_LEVEL_RANK: Final = len(PRIVACY_CLASSIFICATIONS) - 1
 
 # One regex per secret family, each gated by a cheap substring test on the lower-cased text, so clean
-# text costs a few substring searches. Case-insensitivity is ASCII-only (re.ASCII) so that the lower-cased
-# byte screen in the fast path and these rules always agree (no Kelvin-sign "k" matching "key").
+# text costs a few substring searches. Case-insensitivity is ASCII-only (re.ASCII), so the lower-cased
+# substring screens can never miss what a rule matches (no Kelvin-sign "K" matching "key").
 _PEM: Final = re.compile(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL
 )
