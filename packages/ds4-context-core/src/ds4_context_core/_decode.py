@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
@@ -28,7 +28,7 @@ from ._model import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._validation import escaped_prefix
+from ._validation import escaped_prefix, has_control_characters
 
 __all__ = [
     "CANONICAL_BLOCK_TYPES",
@@ -75,7 +75,6 @@ CANONICAL_BLOCK_TYPES: Final = (
 UnknownBlockPolicy: TypeAlias = Literal["reject", "opaque"]
 UNKNOWN_BLOCK_POLICIES: Final = ("reject", "opaque")
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _AT_PATH = re.compile(r" - at `(?P<path>[^`]*)`$")
 _QUOTED = re.compile(r"'(?P<value>[^']*)'")
 _PATH_CHARS: Final = 160
@@ -175,55 +174,55 @@ def _decode_one(raw: bytes, line: int | None, unknown_blocks: str) -> CanonicalM
         raise _validation_failure(error, line) from None
 
 
-def _identifier_fields(messages: Sequence[CanonicalMessage]) -> Iterable[tuple[str, Iterable[Any]]]:
-    """(JSON path, values) pairs of every identifier-typed field, gathered with C-level iteration."""
+def _of_kind(kind: type, kinds: list[type], blocks: list[Any]) -> list[Any]:
+    return list(compress(blocks, map(is_, kinds, repeat(kind))))
+
+
+def _identifier_fields(messages: Sequence[CanonicalMessage]) -> Iterable[tuple[str, Iterable[str]]]:
+    """(JSON path, values) pairs of every identifier-typed field, gathered with C-level iteration only:
+    this runs over every message of every decoded history."""
     provenances = list(map(attrgetter("provenance"), messages))
     blocks = list(chain.from_iterable(map(attrgetter("blocks"), messages)))
-    calls = [block for block in blocks if type(block) is ToolCallBlock]
-    results = [block for block in blocks if type(block) is ToolResultBlock]
-    rare = [block for block in blocks if type(block) in _RARE_IDENTIFIER_BLOCKS]
+    kinds = list(map(type, blocks))
+    calls = _of_kind(ToolCallBlock, kinds, blocks)
+    results = _of_kind(ToolResultBlock, kinds, blocks)
     return (
         ("$.id", map(attrgetter("id"), messages)),
         ("$.sourceEntryId", map(attrgetter("source_entry_id"), messages)),
-        ("$.provider", map(attrgetter("provider"), messages)),
-        ("$.model", map(attrgetter("model"), messages)),
-        ("$.createdAt", map(attrgetter("created_at"), messages)),
+        ("$.provider", filter(None, map(attrgetter("provider"), messages))),
+        ("$.model", filter(None, map(attrgetter("model"), messages))),
         ("$.provenance.sessionId", map(attrgetter("session_id"), provenances)),
         ("$.provenance.entryId", map(attrgetter("entry_id"), provenances)),
-        ("$.provenance.runtimeId", map(attrgetter("runtime_id"), provenances)),
-        ("$.provenance.originalRole", map(attrgetter("original_role"), provenances)),
+        ("$.provenance.runtimeId", filter(None, map(attrgetter("runtime_id"), provenances))),
+        ("$.provenance.originalRole", filter(None, map(attrgetter("original_role"), provenances))),
         ("$.blocks[].id", map(attrgetter("id"), calls)),
         ("$.blocks[].name", map(attrgetter("name"), calls)),
         ("$.blocks[].toolCallId", map(attrgetter("tool_call_id"), results)),
         ("$.blocks[].toolName", map(attrgetter("tool_name"), results)),
-        ("$.blocks[]", (_rare_identifier(block) for block in rare)),
+        (
+            "$.blocks[].artifactId",
+            map(attrgetter("artifact_id"), _of_kind(ArtifactReferenceBlock, kinds, blocks)),
+        ),
+        (
+            "$.blocks[].summaryId",
+            map(attrgetter("summary_id"), _of_kind(SummaryReferenceBlock, kinds, blocks)),
+        ),
+        ("$.blocks[].mimeType", map(attrgetter("mime_type"), _of_kind(ImageBlock, kinds, blocks))),
+        (
+            "$.blocks[].originalType",
+            map(attrgetter("original_type"), _of_kind(OpaqueProviderBlock, kinds, blocks)),
+        ),
     )
 
 
-_RARE_IDENTIFIER_BLOCKS = frozenset(
-    {ArtifactReferenceBlock, SummaryReferenceBlock, ImageBlock, OpaqueProviderBlock}
-)
-
-
-def _rare_identifier(block: Any) -> str | None:
-    kind = type(block)
-    if kind is ArtifactReferenceBlock:
-        return str(block.artifact_id)
-    if kind is SummaryReferenceBlock:
-        return str(block.summary_id)
-    if kind is ImageBlock:
-        return block.mime_type  # type: ignore[no-any-return]
-    return block.original_type  # type: ignore[no-any-return]
-
-
-def _has_control(values: Iterable[Any]) -> bool:
-    # One regex scan over the concatenation: non-strings (None, timestamps as numbers) are skipped.
-    return _CONTROL.search("".join([value for value in values if type(value) is str])) is not None
+def _has_control(values: Iterable[str]) -> bool:
+    # One regex scan over the concatenation (unset optional fields were filtered out as falsy).
+    return has_control_characters("".join(values))
 
 
 def _first_bad_identifier(messages: Sequence[CanonicalMessage]) -> tuple[int, str] | None:
     """Index and field path of the first identifier holding a control character, if any."""
-    if not any(_has_control(values) for _path, values in _identifier_fields(messages)):
+    if not _has_control(chain.from_iterable(values for _path, values in _identifier_fields(messages))):
         return None
     # Slow path, taken only for a bad history: find the message and the field.
     for index, message in enumerate(messages):

@@ -36,6 +36,7 @@ __all__ = [
     "assert_valid_runtime_history_snapshot",
     "build_runtime_history_snapshot",
     "escaped_prefix",
+    "has_control_characters",
     "identifier_problem",
     "validate_runtime_history_snapshot",
 ]
@@ -79,6 +80,17 @@ class HistoryValidationIssue(msgspec.Struct, frozen=True, kw_only=True, rename="
     message_id: str | None = None
     tool_call_id: str | None = None
     group_id: str | None = None
+
+
+def has_control_characters(text: str) -> bool:
+    """True when ``text`` holds a C0 control, DEL or a C1 control.
+
+    For ASCII text ``isprintable`` is exactly "no C0 control and no DEL" and runs several times faster
+    than a regex scan, which matters when the text is every identifier of a 100,000-message history.
+    """
+    if text.isascii():
+        return not text.isprintable()
+    return _CONTROL.search(text) is not None
 
 
 def escaped_prefix(value: str, limit: int = _PREFIX_CHARS) -> str:
@@ -170,7 +182,7 @@ def all_identifiers_valid(values: Sequence[str], limit: int = HISTORY_MAX_IDENTI
         min(map(len, values)) > 0
         and max(map(len, values)) <= limit
         and not any(map(str.isspace, values))
-        and _CONTROL.search("".join(values)) is None
+        and not has_control_characters("".join(values))
     )
 
 
