@@ -287,8 +287,16 @@ def test_v1_session_incremental_ids_match_a_full_read(store, tmp_path):
     store.index_file(path)
     entry = append_pi_entry(path, "message", _user("incremental on legacy"))
     assert store.index_file(path).mode == "incremental"
+    # the second append reuses the tree shape kept from the first incremental pass
+    second = append_pi_entry(path, "message", _user("second legacy append"))
+    assert (store.index_file(path).mode, store.indexed_offset(read_pi_session(path).session_id)) == (
+        "incremental",
+        path.stat().st_size,
+    )
     session = read_pi_session(path)
     assert [hit.entry_id for hit in store.search(session.session_id, "incremental legacy")] == [entry.id]
+    assert [hit.entry_id for hit in store.search(session.session_id, "second")] == [second.id]
+    assert second.parent_id == entry.id
 
 
 def test_threads_sharing_one_store_are_serialised(store, tmp_path):

@@ -116,6 +116,21 @@ def _entry_text(entry: PiEntry) -> tuple[str | None, str, list[str]]:
     return role, "\n".join(parts), large
 
 
+def _shape_of(session: PiSession, path: str) -> PiSession:
+    """The session without entry contents: enough to parse appended lines (ids, parents, lines)."""
+    entries = tuple(
+        entry if not entry.data else msgspec.structs.replace(entry, data={}) for entry in session.entries
+    )
+    return PiSession(
+        path=path,
+        header=session.header,
+        entries=entries,
+        issues=(),
+        end_offset=session.end_offset,
+        end_line=session.end_line,
+    )
+
+
 def _fts_query(text: str) -> str:
     terms = [term.replace('"', '""') for term in text.split() if term]
     return " ".join(f'"{term}"' for term in terms)
@@ -130,6 +145,8 @@ class SqliteDerivedStore:
         self._events = events
         self._mode: Literal["file", "memory"] = "file" if path is not None else "memory"
         self._checksums_ok = True
+        # tree shapes of sessions indexed incrementally in this process, so the next append costs O(1)
+        self._shapes: dict[str, PiSession] = {}
         # one connection shared by the threads of a host; calls are serialised
         self._lock = threading.RLock()
         self._connection = self._connect()
@@ -211,6 +228,7 @@ class SqliteDerivedStore:
 
     def _reset(self, event: str) -> None:
         self._events.append(event)
+        self._shapes.clear()
         with contextlib.suppress(sqlite3.Error):
             self._connection.close()
         if self._mode == "file" and self._path is not None:
@@ -231,6 +249,7 @@ class SqliteDerivedStore:
                 with contextlib.suppress(sqlite3.Error):
                     self._connection.close()
                 self._mode = "memory"
+                self._shapes.clear()
                 self._connection = self._connect()
             else:
                 self._reset("derived-store-corrupt-rebuilt")
@@ -306,13 +325,22 @@ class SqliteDerivedStore:
                             artifacts_stored=0,
                             issues=0,
                         )
-                    stub = self._stub_session(resolved, session_id, version, cwd, offset=offset, line=line)
+                    stub = self._shapes.get(session_id)
+                    if stub is None or (stub.end_offset, stub.end_line, stub.path) != (
+                        offset,
+                        line,
+                        resolved,
+                    ):
+                        stub = self._stub_session(
+                            resolved, session_id, version, cwd, offset=offset, line=line
+                        )
                     grown = extend_pi_session(stub, tail)
                     new_entries = grown.entries[len(stub.entries) :]
                     new_issues = len(grown.issues)
                     with self._transaction():
                         stored = self._index_entries(session_id, new_entries)
                         self._update_position(grown, before + tail[: grown.end_offset - offset])
+                    self._shapes[session_id] = _shape_of(grown, resolved)
                     return IndexReport(
                         session_id=session_id,
                         mode="incremental",
@@ -353,6 +381,7 @@ class SqliteDerivedStore:
 
     def _full_index(self, session: PiSession, data: bytes, *, reason: str) -> IndexReport:
         session_id = session.session_id
+        self._shapes.pop(session_id, None)
         with self._transaction() as connection:
             connection.execute("DELETE FROM entries_fts WHERE session_id = ?", (session_id,))
             connection.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
@@ -373,6 +402,8 @@ class SqliteDerivedStore:
             )
             stored = self._index_entries(session_id, session.entries)
             self._update_position(session, data[: session.end_offset])
+        if session.path != "<memory>":
+            self._shapes[session_id] = _shape_of(session, str(Path(session.path).resolve()))
         return IndexReport(
             session_id=session_id,
             mode="full",
