@@ -144,7 +144,6 @@ class SqliteDerivedStore:
         self._busy_timeout = busy_timeout
         self._events = events
         self._mode: Literal["file", "memory"] = "file" if path is not None else "memory"
-        self._checksums_ok = True
         # tree shapes of sessions indexed incrementally in this process, so the next append costs O(1)
         self._shapes: dict[str, PiSession] = {}
         # one connection shared by the threads of a host; calls are serialised
@@ -356,11 +355,6 @@ class SqliteDerivedStore:
             data = handle.read()
         session = read_pi_session_bytes(data, path=resolved)
         return self._full_index(session, data, reason=reason)
-
-    def index_session(self, session: PiSession) -> IndexReport:
-        """Index an already parsed session in full (replacing what the store held for it)."""
-        data = Path(session.path).read_bytes()[: session.end_offset]
-        return self._guard(lambda: self._full_index(session, data, reason="requested"))
 
     def rebuild_session(self, path: str | os.PathLike[str]) -> IndexReport:
         """Delete everything derived from this session file and replay it from the start."""
