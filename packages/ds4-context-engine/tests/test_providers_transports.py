@@ -26,14 +26,23 @@ from openai.types.chat import completion_create_params
 from openai.types.responses import response_create_params
 
 from ds4_context_core import TextBlock
-from ds4_context_core.interop import to_openai_responses
+from ds4_context_core.adapter import (
+    CompletionCompleted,
+    CompletionFallback,
+    DiagnosticsBuffer,
+    complete_with_guards,
+)
+from ds4_context_core.adapter import CompletionRequest as AdapterCompletionRequest
+from ds4_context_core.interop import to_openai_chat, to_openai_responses
 from ds4_context_core.planner import plan_context
+from ds4_context_core.privacy import enforce_payload_privacy
 from ds4_context_engine.providers import (
     AnthropicMessagesTransport,
-    CompletionRequest,
     OpenAIChatTransport,
     OpenAIResponsesTransport,
+    ProviderTransportError,
     ToolDefinition,
+    TransportRequest,
     local_provider_transport,
     parse_local_provider,
     parse_retry_after_ms,
@@ -57,7 +66,7 @@ def _chat(server, **kwargs):
 def _request(**kwargs):
     kwargs.setdefault("messages", conversation())
     kwargs.setdefault("model", model())
-    return CompletionRequest(**kwargs)
+    return TransportRequest(**kwargs)
 
 
 def _complete(transport, request):
@@ -583,7 +592,7 @@ def test_router_fails_over_from_a_rate_limited_cloud_model_to_a_local_one():
 def test_request_from_a_plan_uses_its_messages_and_shared_prefix():
     first = plan_context(conversation()[:3], model=model())
     second = plan_context(conversation(), model=model(), state=first.state)
-    request = CompletionRequest.from_plan(second, model=model(), system="Be brief.")
+    request = TransportRequest.from_plan(second, model=model(), system="Be brief.")
     assert request.messages == second.messages
     assert request.stable_prefix_count == second.manifest.shared_prefix_messages == 3
     assert request.system == "Be brief."
@@ -620,3 +629,60 @@ def test_a_connection_dropped_mid_answer_is_a_retryable_connection_error():
     assert result.status == "fallback"
     assert result.failure.kind == "connection-error"
     assert result.retryable is True
+
+
+# --- The core adapter boundary -------------------------------------------------------------------------
+
+
+def test_payload_transport_plugs_into_the_core_adapter_flow():
+    diagnostics = DiagnosticsBuffer()
+
+    def enforce(request):
+        return enforce_payload_privacy(dict(request.payload), provider=request.provider)
+
+    with ScriptedServer() as server:
+        server.on(
+            "POST",
+            "/v1/chat/completions",
+            Reply(body=OPENAI_CHAT_ANSWER),
+            Reply(status=503, body={"error": {"type": "server_error"}}, headers={"Retry-After": "1"}),
+        )
+        send = _chat(server).payload_transport()
+        request = AdapterCompletionRequest(
+            provider="openai", model="gpt-4o-mini", payload={"messages": to_openai_chat(conversation())}
+        )
+
+        async def main():
+            ok = await complete_with_guards(
+                request, closed=False, enforce_privacy=enforce, transport=send, diagnostics=diagnostics
+            )
+            failed = await complete_with_guards(
+                request, closed=False, enforce_privacy=enforce, transport=send, diagnostics=diagnostics
+            )
+            return ok, failed
+
+        ok, failed = anyio.run(main)
+        sent = server.requests[0].json()
+    assert sent["model"] == "gpt-4o-mini"
+    assert_accepted_by(completion_create_params.CompletionCreateParamsNonStreaming, sent)
+    assert isinstance(ok, CompletionCompleted)
+    assert ok.output.text == "The commands are demo, plan and status."
+    assert isinstance(failed, CompletionFallback)
+    assert failed.code == "transport-failed"
+    assert failed.retryable is True
+
+
+def test_payload_transport_raises_a_coded_error_with_the_failure():
+    with ScriptedServer() as server:
+        server.on(
+            "POST",
+            "/v1/chat/completions",
+            Reply(status=429, body=OPENAI_RATE_LIMIT_BODY, headers={"Retry-After": "2"}),
+        )
+        send = _chat(server).payload_transport()
+        request = AdapterCompletionRequest(provider="openai", model="gpt-4o-mini", payload={"messages": []})
+        with pytest.raises(ProviderTransportError) as caught:
+            anyio.run(send, request)
+    assert caught.value.code == "provider-transport-failed"
+    assert caught.value.failure.kind == "rate-limited"
+    assert caught.value.failure.retry_after_ms == 2000

@@ -4,11 +4,11 @@ from _http_servers import Reply, ScriptedServer
 from _provider_fixtures import OPENAI_CHAT_ANSWER, conversation, model
 
 from ds4_context_engine.providers import (
-    CompletionRequest,
     OpenAIChatTransport,
     ProviderContinuation,
     ToolDefinition,
     TransportFailure,
+    TransportRequest,
     TransportResult,
 )
 from ds4_context_engine.runtime import AttemptPolicy, ProviderRuntime, RetryPolicy, RuntimeOptionsError
@@ -39,7 +39,7 @@ class Recorder:
 
 
 def _request(**kwargs):
-    return CompletionRequest(messages=conversation(), model=model(), tools=TOOLS, **kwargs)
+    return TransportRequest(messages=conversation(), model=model(), tools=TOOLS, **kwargs)
 
 
 def test_every_provider_in_the_chain_needs_a_transport():

@@ -14,7 +14,7 @@ from ds4_context_core.privacy import PrivacyPolicy
 
 from ._convert import MessageConverter, interop_converter
 from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
-from ._types import CompletionOutput, CompletionRequest, CompletionUsage, OutputToolCall
+from ._types import CompletionOutput, CompletionUsage, OutputToolCall, TransportRequest
 
 __all__ = [
     "ANTHROPIC_API_VERSION",
@@ -159,7 +159,7 @@ class AnthropicMessagesTransport(HttpTransport):
         whole["content"] = whole_blocks
         return True
 
-    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
+    def build_payload(self, request: TransportRequest) -> dict[str, Any]:
         lifted, converted = self._convert(request.messages)
         system_blocks: list[dict[str, Any]] = (
             [{"type": "text", "text": request.system}] if request.system else []

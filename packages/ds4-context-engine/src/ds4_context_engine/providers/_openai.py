@@ -16,11 +16,11 @@ from ._local import LocalProviderDefinition
 from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
 from ._types import (
     CompletionOutput,
-    CompletionRequest,
     CompletionUsage,
     OutputToolCall,
     ProviderContinuation,
     ToolDefinition,
+    TransportRequest,
     TransportResult,
 )
 
@@ -151,7 +151,7 @@ class OpenAIChatTransport(HttpTransport):
         converter = self._converter or interop_converter("to_openai_chat")
         return list(converter(messages))
 
-    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
+    def build_payload(self, request: TransportRequest) -> dict[str, Any]:
         messages = self._convert(request.messages)
         if request.system:
             messages.insert(0, {"role": "system", "content": request.system})
@@ -333,7 +333,7 @@ class OpenAIResponsesTransport(HttpTransport):
         converter = self._converter or interop_converter("to_openai_responses")
         return list(converter(messages))
 
-    def _settings_hash(self, request: CompletionRequest) -> str:
+    def _settings_hash(self, request: TransportRequest) -> str:
         return stable_hash(
             {
                 "provider": self.provider,
@@ -345,7 +345,7 @@ class OpenAIResponsesTransport(HttpTransport):
             }
         )
 
-    def continuation_start(self, request: CompletionRequest) -> int | None:
+    def continuation_start(self, request: TransportRequest) -> int | None:
         """Index of the first message to send after ``previous_response_id``, or None for a full replay."""
         state = request.continuation
         if (
@@ -366,7 +366,7 @@ class OpenAIResponsesTransport(HttpTransport):
             return None
         return count + 1
 
-    def _payload(self, request: CompletionRequest, start: int | None) -> dict[str, Any]:
+    def _payload(self, request: TransportRequest, start: int | None) -> dict[str, Any]:
         messages = request.messages if start is None else request.messages[start:]
         payload: dict[str, Any] = {
             "model": request.model.id,
@@ -393,7 +393,7 @@ class OpenAIResponsesTransport(HttpTransport):
             ]
         return payload
 
-    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
+    def build_payload(self, request: TransportRequest) -> dict[str, Any]:
         return self._payload(request, self.continuation_start(request))
 
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
@@ -431,7 +431,7 @@ class OpenAIResponsesTransport(HttpTransport):
         )
         return output, usage
 
-    async def complete(self, request: CompletionRequest) -> TransportResult:
+    async def complete(self, request: TransportRequest) -> TransportResult:
         start = None
         try:
             start = self.continuation_start(request)

@@ -13,7 +13,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Final
 
@@ -21,15 +21,16 @@ import httpx
 import msgspec
 
 from ds4_context_core import Ds4ContextError, PrivacyEnforcementError, estimate_message_tokens
+from ds4_context_core.adapter import CompletionRequest as AdapterCompletionRequest
 from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy
 
 from ._errors import ProviderConfigurationError
 from ._types import (
     CompletionOutput,
-    CompletionRequest,
     CompletionUsage,
     FailureKind,
     TransportFailure,
+    TransportRequest,
     TransportResult,
     UsageObservation,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "PROVIDER_RESPONSE_MAX_BYTES",
     "HttpTransport",
     "ProviderResponseError",
+    "ProviderTransportError",
     "UsageCallback",
     "parse_retry_after_ms",
 ]
@@ -52,6 +54,18 @@ UsageCallback = Callable[[UsageObservation], None]
 
 class ProviderResponseError(Ds4ContextError, ValueError):
     """A provider answered 2xx with something that is not the documented response shape."""
+
+
+class ProviderTransportError(Ds4ContextError, RuntimeError):
+    """Raised only by the adapter-boundary callable of :meth:`HttpTransport.payload_transport`.
+
+    ``failure`` is the metadata-only :class:`TransportFailure`; the adapter turns the exception into its
+    retryable ``transport-failed`` fallback.
+    """
+
+    def __init__(self, failure: TransportFailure) -> None:
+        super().__init__("provider-transport-failed", f"{failure.kind}: {failure.reason}")
+        self.failure = failure
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
@@ -163,7 +177,7 @@ class HttpTransport:
 
     # --- subclass hooks -------------------------------------------------------------------------------
 
-    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
+    def build_payload(self, request: TransportRequest) -> dict[str, Any]:
         raise NotImplementedError
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
@@ -176,7 +190,7 @@ class HttpTransport:
 
     def _fallback(
         self,
-        request: CompletionRequest,
+        request: TransportRequest,
         code: str,
         failure: TransportFailure,
         started: float,
@@ -191,7 +205,7 @@ class HttpTransport:
             elapsed_ms=(time.monotonic() - started) * 1000,
         )
 
-    def _report_usage(self, request: CompletionRequest, usage: CompletionUsage | None) -> None:
+    def _report_usage(self, request: TransportRequest, usage: CompletionUsage | None) -> None:
         if usage is None or self._on_usage is None:
             return
         estimate = request.estimated_input_tokens
@@ -204,7 +218,7 @@ class HttpTransport:
         with contextlib.suppress(Exception):
             self._on_usage(observation)
 
-    async def complete(self, request: CompletionRequest) -> TransportResult:
+    async def complete(self, request: TransportRequest) -> TransportResult:
         """Send ``request`` once. Never raises; failures come back as ``fallback`` results."""
         started = time.monotonic()
         try:
@@ -222,7 +236,7 @@ class HttpTransport:
         return await self._send(request, payload, started)
 
     async def _send(
-        self, request: CompletionRequest, payload: dict[str, Any], started: float
+        self, request: TransportRequest, payload: dict[str, Any], started: float
     ) -> TransportResult:
         try:
             sanitized = enforce_payload_privacy(payload, provider=self.provider, policy=self._privacy_policy)
@@ -266,6 +280,36 @@ class HttpTransport:
             usage=usage,
             elapsed_ms=(time.monotonic() - started) * 1000,
         )
+
+    def payload_transport(self) -> Callable[[AdapterCompletionRequest], Awaitable[CompletionOutput]]:
+        """This transport as the ``CompletionTransport`` of the core adapter contract.
+
+        A ``RuntimeAdapter`` that builds provider payloads itself (``ds4_context_core.adapter``: privacy is
+        enforced by ``complete_with_guards`` before the call) can send them over this HTTP client. The
+        payload must be in this transport's wire format; ``model`` is filled in from the request. Privacy
+        runs once more here, on the exact bytes that leave (sanitizing twice changes nothing). A failure
+        raises :class:`ProviderTransportError`, which the adapter reports as ``transport-failed``.
+        """
+
+        async def send(request: AdapterCompletionRequest) -> CompletionOutput:
+            payload = {**request.payload, "model": request.model}
+            sanitized = enforce_payload_privacy(payload, provider=self.provider, policy=self._privacy_policy)
+            outcome = await self._post(sanitized.payload)
+            if isinstance(outcome, TransportFailure):
+                raise ProviderTransportError(outcome)
+            try:
+                output, _ = self.parse_response(outcome)
+            except Exception as error:
+                raise ProviderTransportError(
+                    TransportFailure(
+                        kind="invalid-response",
+                        reason=f"unexpected answer shape ({type(error).__name__})",
+                        http_status=200,
+                    )
+                ) from None
+            return output
+
+        return send
 
     async def _post(self, payload: dict[str, Any]) -> Any:
         headers = {

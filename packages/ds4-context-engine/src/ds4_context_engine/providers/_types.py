@@ -16,13 +16,13 @@ __all__ = [
     "FALLBACK_CODES",
     "TRANSIENT_FAILURE_KINDS",
     "CompletionOutput",
-    "CompletionRequest",
     "CompletionUsage",
     "FailureKind",
     "OutputToolCall",
     "ProviderContinuation",
     "ToolDefinition",
     "TransportFailure",
+    "TransportRequest",
     "TransportResult",
     "UsageObservation",
 ]
@@ -80,7 +80,7 @@ class ProviderContinuation(msgspec.Struct, frozen=True, kw_only=True):
     settings_hash: str
 
 
-class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
+class TransportRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What a transport sends: provider-facing canonical messages (a plan's output) and model limits.
 
     ``stable_prefix_count`` is how many leading messages the plan promises to keep byte-identical on the
@@ -109,7 +109,7 @@ class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
         max_output_tokens: int | None = None,
         temperature: float | None = None,
         continuation: ProviderContinuation | None = None,
-    ) -> CompletionRequest:
+    ) -> TransportRequest:
         """A request for a plan's provider-facing messages.
 
         The prefix the plan shares with the previous plan is the stable prefix: it was byte-identical last

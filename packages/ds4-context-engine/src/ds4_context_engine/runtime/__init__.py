@@ -7,7 +7,7 @@ from ._errors import (
     SandboxUnavailableError,
     ToolLifecycleError,
 )
-from ._facade import CompletionTransport, ProviderRuntime
+from ._facade import ProviderRuntime, ProviderTransport
 from ._fallback import (
     ATTEMPT_OVERRIDABLE_FIELDS,
     FALLBACK_DEFAULT_ATTEMPTS,
@@ -100,7 +100,6 @@ __all__ = [
     "AttemptPolicy",
     "AttemptResolver",
     "AttemptSender",
-    "CompletionTransport",
     "DroppedMcpServer",
     "FailoverRecord",
     "FallbackChainEntry",
@@ -112,6 +111,7 @@ __all__ = [
     "NetworkPolicy",
     "PiSessionToolLifecycleStore",
     "ProviderRuntime",
+    "ProviderTransport",
     "RetryPolicy",
     "RoutedResult",
     "RuntimeOptionsError",

@@ -9,7 +9,7 @@ import anyio
 import msgspec
 
 from ds4_context_core import ModelDescriptor
-from ds4_context_engine.providers import CompletionRequest, ModelReference, TransportResult
+from ds4_context_engine.providers import ModelReference, TransportRequest, TransportResult
 
 from ._errors import RuntimeOptionsError
 from ._fallback import (
@@ -21,14 +21,14 @@ from ._fallback import (
     RoutedResult,
 )
 
-__all__ = ["CompletionTransport", "ProviderRuntime"]
+__all__ = ["ProviderRuntime", "ProviderTransport"]
 
 
 @runtime_checkable
-class CompletionTransport(Protocol):
+class ProviderTransport(Protocol):
     """Anything that sends one request and never raises: every transport in ``providers`` is one."""
 
-    async def complete(self, request: CompletionRequest) -> TransportResult: ...
+    async def complete(self, request: TransportRequest) -> TransportResult: ...
 
 
 def _same_limits(reference: ModelReference, base: ModelDescriptor) -> ModelDescriptor:
@@ -36,7 +36,7 @@ def _same_limits(reference: ModelReference, base: ModelDescriptor) -> ModelDescr
 
 
 class ProviderRuntime:
-    """Sends a :class:`CompletionRequest` along an ordered chain of ``<provider>:<model>`` routes.
+    """Sends a :class:`TransportRequest` along an ordered chain of ``<provider>:<model>`` routes.
 
     ``transports`` maps provider ids to transports; every provider in the chain needs one (checked
     here, before anything is sent). ``describe_model`` gives each route's limits; by default a route
@@ -47,7 +47,7 @@ class ProviderRuntime:
 
     def __init__(
         self,
-        transports: Mapping[str, CompletionTransport],
+        transports: Mapping[str, ProviderTransport],
         chain: Iterable[object],
         *,
         retry_policy: RetryPolicy | None = None,
@@ -77,7 +77,7 @@ class ProviderRuntime:
     def chain(self) -> tuple[ModelReference, ...]:
         return tuple(entry.model for entry in self._router.chain)
 
-    def _attempt_request(self, request: CompletionRequest, context: AttemptContext) -> CompletionRequest:
+    def _attempt_request(self, request: TransportRequest, context: AttemptContext) -> TransportRequest:
         reference = context.entry.model
         tools = request.tools
         policy = context.policy
@@ -99,7 +99,7 @@ class ProviderRuntime:
             continuation=continuation,
         )
 
-    async def complete(self, request: CompletionRequest) -> RoutedResult:
+    async def complete(self, request: TransportRequest) -> RoutedResult:
         """Route ``request``; the result says which route answered and every failover before it."""
 
         async def send(context: AttemptContext) -> TransportResult:
