@@ -70,7 +70,9 @@ def cold_versus_langchain(rounds: int) -> None:
     hard_limit = plan_context(messages, model=MODEL).budget.hard_limit
     ours: list[float] = []
     theirs: list[float] = []
+    converting: list[float] = []
     for _ in range(rounds):
+        converting.append(_time(lambda: _to_langchain(messages)))
         theirs.append(
             _time(
                 lambda: trim_messages(
@@ -88,6 +90,12 @@ def cold_versus_langchain(rounds: int) -> None:
     print(f"{'langchain_core trim_messages(strategy=last)':<44}{_median_ms(theirs):>10.2f}{1.0:>10.2f}")
     ratio = _median_ms(theirs) / _median_ms(ours)
     print(f"{'ds4 plan_context (cold)':<44}{_median_ms(ours):>10.2f}{ratio:>9.2f}x")
+    # A host whose history is canonical must also convert it before LangChain can trim it.
+    both = _median_ms(converting) + _median_ms(theirs)
+    print(
+        f"{'langchain: convert canonical + trim_messages':<44}{both:>10.2f}{both / _median_ms(theirs):>10.2f}"
+    )
+    print(f"{'ds4 plan_context vs convert + trim':<44}{'':>10}{both / _median_ms(ours):>9.2f}x")
     print(
         f"   plan: {len(plan.messages)} messages, {plan.budget.total_tokens} tokens <= hard limit "
         f"{plan.budget.hard_limit}; fallback={plan.fallback}"
