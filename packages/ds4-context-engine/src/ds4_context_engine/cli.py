@@ -34,6 +34,7 @@ __all__ = ["DEMO_WINDOW_TOKENS", "EXIT_ERROR", "app", "main"]
 EXIT_ERROR: Final = 2
 DEMO_WINDOW_TOKENS: Final = 20_000
 _DEMO_PANEL_LINES: Final = 24
+_DEMO_RESTORE_ROWS: Final = 8
 _DEMO_WINDOW_CANDIDATES: Final = (20_000, 24_000, 16_000, 28_000, 32_000, 40_000, 48_000)
 _R = TypeVar("_R")
 
@@ -683,9 +684,12 @@ def _print_demo(
         table.add_column("message")
         table.add_column("role")
         table.add_column("first line")
-        for message in restored.messages:
+        for message in restored.messages[:_DEMO_RESTORE_ROWS]:
             first_line = message.text.splitlines()[0] if message.text else ""
             table.add_row(_short(message.message_id), message.role, escape(first_line[:90]))
+        hidden = len(restored.messages) - _DEMO_RESTORE_ROWS
+        if hidden > 0:
+            table.add_row("...", "", f"and {hidden} more (ds4-context restore SESSION ID shows them all)")
         console.print(table)
         shown = next((m for m in plan.messages if m.id == restored.receipt_id), None)
         if shown is not None:

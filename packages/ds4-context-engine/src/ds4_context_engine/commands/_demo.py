@@ -32,6 +32,7 @@ _MODULES: Final = (
     "tests/test_storage.py",
 )
 
+_HELPERS: Final = ("limits", "window", "client", "clock", "state", "http", "schema", "timing")
 _TURNS: Final = (
     "Add per-client rate limiting to the HTTP service: 100 requests per minute, configurable.",
     "Use a sliding window, not a fixed one, and keep it in memory for now.",
@@ -133,6 +134,18 @@ def write_demo_session(path: str | os.PathLike[str], *, cwd: str) -> Path:
         )
         for call_id, module in zip(call_ids, batch, strict=True):
             writer.result(call_id, "read", _source(module, 18 + turn * 2))
+        if turn % 2 == 1:
+            # a skim of small helpers: each result is too small to trim, together they are worth a receipt
+            helpers = [f"app/{name}.py" for name in _HELPERS]
+            helper_ids = writer.assistant(
+                "Skimming the small helper modules.", [("read", {"path": helper}) for helper in helpers]
+            )
+            for call_id, helper in zip(helper_ids, helpers, strict=True):
+                constants = (
+                    f"WINDOW_{index}_{turn} = {60 * (index + 1)}  # seconds for {helper}"
+                    for index in range(7)
+                )
+                writer.result(call_id, "read", "\n".join(constants))
         (grep_id,) = writer.assistant(
             "Searching for where the client id is read.",
             [("grep", {"pattern": "x-client-id", "path": "app"})],
