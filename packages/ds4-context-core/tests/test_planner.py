@@ -503,3 +503,21 @@ def test_receipts_of_local_only_steps_stay_local_only_and_supplements_are_plain_
         if item.kind == "memory":
             assert message.flags == core.MessageFlags(synthetic=True)
     assert {"receipt", "memory"} <= kinds
+
+
+def test_restore_resolves_a_receipt_over_results_that_layer_1_had_trimmed():
+    history = [*_coding_history(60), user("u1", "next")]
+    # trimming saves little here, so the same compaction goes on to receipt steps it already trimmed
+    config = {"pruning": {"head_chars": 2_000, "tail_chars": 0}}
+    plan = plan_context(history, model=model(40_000, 4_000), config=config)
+    assert plan.ok
+    trimmed = set(plan.manifest.compaction.trimmed_message_ids)
+    receipts = [item for item in plan.items if item.kind == "receipt" and set(item.source_ids) & trimmed]
+    assert receipts
+    originals = restore(plan, receipts[0].message_id)
+    by_id = {m.id: m for m in history}
+    for original in originals:
+        assert original is by_id[original.id]  # the canonical message, not the layer-1 copy
+    restored = next(m for m in originals if m.id in trimmed)
+    assert restore(plan, restored.id) == (by_id[restored.id],)
+    assert "characters trimmed" not in restored.blocks[0].content
