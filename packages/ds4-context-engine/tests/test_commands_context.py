@@ -38,7 +38,7 @@ from ds4_context_engine.commands import (
     run_context_command_text,
     write_demo_session,
 )
-from ds4_context_engine.pi import read_pi_session
+from ds4_context_engine.pi import append_pi_entry, read_pi_session
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi"
 CODING_ID = "4f1c2a7e-0b5d-4a8e-9c1f-2d3e4f5a6b7c"
@@ -330,3 +330,16 @@ def test_memory_previews_mask_secrets_and_work_without_a_store(tmp_path):
         with pytest.raises(CommandError) as caught:
             context_storage(workspace)
         assert caught.value.code == "command-needs-store"
+
+
+def test_a_growing_session_is_replanned_and_an_unchanged_one_is_not(demo):
+    first = demo.plan()
+    assert demo.plan() is first
+    entry = append_pi_entry(
+        demo.session_path, "message", {"message": {"role": "user", "content": "Also log it.", "timestamp": 1}}
+    )
+    demo.refresh()
+    second = demo.plan()
+    assert second is not first
+    assert second.messages[-1].id == f"{demo.session.session_id}:{entry.id}"
+    assert second.items[-1].kind == "current-request"

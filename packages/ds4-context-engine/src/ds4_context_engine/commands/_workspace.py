@@ -204,7 +204,8 @@ class ContextWorkspace:
                 "model-unknown", "no model to plan for; pass --model provider:model --window N"
             )
         context = self.context
-        key = (descriptor, dry_run, self.revision)
+        # every append (pins and memory included) or re-read gives a new session object: a key without hashing
+        key = (descriptor, dry_run, self._session, self.leaf_id)
         if self._plan is not None and self._plan_key == key:
             return self._plan
         pinned = [message.id for message in context.messages if message.flags.pinned]
