@@ -686,3 +686,32 @@ def test_payload_transport_raises_a_coded_error_with_the_failure():
     assert caught.value.code == "provider-transport-failed"
     assert caught.value.failure.kind == "rate-limited"
     assert caught.value.failure.retry_after_ms == 2000
+
+
+def test_anthropic_breakpoints_never_mutate_what_the_converter_returned():
+    shared_blocks = [{"type": "text", "text": "pinned rules"}]
+    shared = {
+        "system": [{"type": "text", "text": "sys"}],
+        "messages": [{"role": "user", "content": shared_blocks}],
+    }
+
+    def converter(messages):
+        return shared
+
+    transport = AnthropicMessagesTransport(api_key_env=None, converter=converter)
+    request = _request(
+        model=model("anthropic", "claude-sonnet-4-5"), stable_prefix_count=1, tools=(READ_TOOL,)
+    )
+    first = transport.build_payload(request)
+    second = transport.build_payload(request)
+    assert first == second
+    assert first["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    assert shared == {
+        "system": [{"type": "text", "text": "sys"}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "pinned rules"}]}],
+    }
+    assert READ_TOOL.parameters == {
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
@@ -114,9 +113,10 @@ class AnthropicMessagesTransport(HttpTransport):
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """``(system blocks, messages)``; the converter lifts canonical system messages into ``system``."""
         converter = self._converter or interop_converter("to_anthropic_messages")
-        converted = copy.deepcopy(converter(messages))
+        # Converted parts may share objects with canonical messages: nothing below mutates them in place.
+        converted = converter(messages)
         if isinstance(converted, list):  # a converter that has no system prompt to lift
-            return [], converted
+            return [], list(converted)
         system = converted.get("system")
         if isinstance(system, str):
             system_blocks = [{"type": "text", "text": system}] if system else []
@@ -129,7 +129,7 @@ class AnthropicMessagesTransport(HttpTransport):
         messages_out = converted.get("messages")
         if not isinstance(messages_out, list):
             raise TypeError("the converter returned no message list")
-        return system_blocks, messages_out
+        return system_blocks, list(messages_out)
 
     def _place_prefix_breakpoint(
         self, converted: list[dict[str, Any]], messages: Sequence[CanonicalMessage], prefix_count: int
@@ -149,14 +149,14 @@ class AnthropicMessagesTransport(HttpTransport):
         head, whole = prefix[last], converted[last]
         if head.get("role") != whole.get("role"):
             return False
-        head_blocks, whole_blocks = _as_blocks(head.get("content")), _as_blocks(whole.get("content"))
+        head_blocks, whole_blocks = _as_blocks(head.get("content")), list(_as_blocks(whole.get("content")))
         if not head_blocks or whole_blocks[: len(head_blocks)] != head_blocks:
             return False
         target = whole_blocks[len(head_blocks) - 1]
         if not isinstance(target, dict) or target.get("type") in ("thinking", "redacted_thinking"):
             return False
         whole_blocks[len(head_blocks) - 1] = {**target, "cache_control": dict(_EPHEMERAL)}
-        whole["content"] = whole_blocks
+        converted[last] = {**whole, "content": whole_blocks}
         return True
 
     def build_payload(self, request: TransportRequest) -> dict[str, Any]:

@@ -413,8 +413,14 @@ class LocalProviderDiscovery:
         self, client: httpx.AsyncClient, root: str, ids: list[str], headers: dict[str, str]
     ) -> set[str]:
         found: set[str] = set()
+        # A local server loads model metadata from disk; a few requests at a time are plenty.
+        limiter = anyio.CapacityLimiter(8)
 
         async def show(model: str) -> None:
+            async with limiter:
+                await show_one(model)
+
+        async def show_one(model: str) -> None:
             try:
                 response = await client.post(
                     root + "/api/show", json={"model": model}, headers=headers, timeout=self._timeout_s
