@@ -499,7 +499,7 @@ class _Run:
         the positions after the cut that belong to units rooted before it."""
         index = self.index
         parent, find, incomplete = index.parent, index.find, index.incomplete
-        tokens, members = index.tokens, index.members
+        tokens, members, cumulative = index.tokens, index.members, index.cumulative
         cut = self.cut
         units: list[int] = []
         unit_tokens: dict[int, int] = {}
@@ -514,7 +514,11 @@ class _Run:
                 if root in incomplete:
                     continue
                 group = members[root]
-                unit_tokens[root] = tokens[position] if len(group) == 1 else sum(tokens[p] for p in group)
+                last = group[-1]
+                if last - position + 1 == len(group):  # contiguous, the usual case
+                    unit_tokens[root] = cumulative[last + 1] - cumulative[position]
+                else:
+                    unit_tokens[root] = sum(tokens[p] for p in group)
             else:
                 unit_tokens[position] = tokens[position]
             units.append(position)
@@ -1169,8 +1173,28 @@ class _Run:
         for root in sorted(root for root in mandatory if root < self.cut):
             emit_unit(root, mandatory[root])
         view, token_list, parent = index.view, index.tokens, index.parent
-        receipt_of = self.receipt_of
+        receipt_of, trims, members = self.receipt_of, self.trims, index.members
         for root in units:
+            if parent[root] >= 0 and root not in mandatory and root not in receipt_of:
+                group = members[root]
+                if not trims or not any(p in trims for p in group):
+                    # The common tool step, kept inline: a call and its results, untouched.
+                    group_id = index.group_id(root)
+                    for position in group:
+                        message, tokens = view[position], token_list[position]
+                        history_tokens += tokens
+                        step = PlanItem(
+                            message_id=message.id,
+                            kind="message",
+                            reason="recent-tail" if root >= tail_start_root else "retained-history",
+                            tokens=tokens,
+                            priority=PRIORITY_RECENT_TURN,
+                            original_index=position,
+                            group_id=group_id,
+                            turn_id=turn_of(position),
+                        )
+                        out.append((message, step))
+                    continue
             if parent[root] < 0 and root not in mandatory and root not in receipt_of:
                 # The common case, kept inline: a plain message inside the window.
                 message, tokens = view[root], token_list[root]
