@@ -144,10 +144,14 @@ def diff(expected: Any, actual: Any, path: str = "") -> list[str]:
         return lines
     if json.dumps(expected, sort_keys=True) == json.dumps(actual, sort_keys=True):
         return []
-    if path.endswith("/all") and isinstance(expected, list) and isinstance(actual, list):
-        removed = sorted(set(map(str, expected)) - set(map(str, actual)))
-        added = sorted(set(map(str, actual)) - set(map(str, expected)))
-        return [f"{path}: removed {removed}, added {added}"]
+    if isinstance(expected, list) and isinstance(actual, list):
+        before = [json.dumps(item, sort_keys=True) for item in expected]
+        after = [json.dumps(item, sort_keys=True) for item in actual]
+        removed = [json.loads(item) for item in before if item not in after]
+        added = [json.loads(item) for item in after if item not in before]
+        if removed or added:
+            return [f"{path}: removed {removed}, added {added}"]
+        return [f"{path}: same items, new order {_short(actual)}"]
     return [f"{path}: {_short(expected)} -> {_short(actual)}"]
 
 

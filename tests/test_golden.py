@@ -19,12 +19,14 @@ PROBE = '''"""A public module injected by the golden tests."""
 from pydantic import BaseModel, Field
 
 __all__ = [
-    "PROBE_CODES", "PROBE_LIMIT", "PROBE_VERSION", "ProbeConfig", "ProbeSettings", "helper", "lower_case"
+    "PROBE_CODES", "PROBE_LIMIT", "PROBE_ORDER", "PROBE_VERSION", "ProbeConfig", "ProbeSettings", "helper",
+    "lower_case",
 ]
 
 PROBE_VERSION = "probe-contract-v1"
 PROBE_LIMIT = 64
 PROBE_CODES = frozenset({"P002", "P001"})
+PROBE_ORDER = ("first", "second")
 lower_case = "not pinned: not UPPER_CASE"
 NOT_EXPORTED = "not pinned: not in __all__"
 
@@ -108,6 +110,7 @@ def test_generate_pins_api_constants_and_config_models(pinned: Path) -> None:
         [
             "PROBE_CODES",
             "PROBE_LIMIT",
+            "PROBE_ORDER",
             "PROBE_VERSION",
             "ProbeConfig",
             "ProbeSettings",
@@ -118,6 +121,7 @@ def test_generate_pins_api_constants_and_config_models(pinned: Path) -> None:
     assert probe["constants"] == {
         "PROBE_CODES": {"type": "frozenset", "value": ["P001", "P002"]},
         "PROBE_LIMIT": {"type": "int", "value": 64},
+        "PROBE_ORDER": {"type": "tuple", "value": ["first", "second"]},
         "PROBE_VERSION": {"type": "str", "value": "probe-contract-v1"},
     }
     config = core["configs"][f"{MODULE}:ProbeConfig"]
@@ -138,14 +142,28 @@ def test_check_passes_when_nothing_changed(packages: Path, pinned: Path) -> None
 CHANGES = {
     "contract-version": ('"probe-contract-v1"', '"probe-contract-v2"', f"{MODULE}/constants/PROBE_VERSION"),
     "int-becomes-float": ("PROBE_LIMIT = 64", "PROBE_LIMIT = 64.0", f"{MODULE}/constants/PROBE_LIMIT"),
-    "new-code": ('{"P002", "P001"}', '{"P002", "P001", "P003"}', f"{MODULE}/constants/PROBE_CODES"),
+    "new-code": (
+        '{"P002", "P001"}',
+        '{"P002", "P001", "P003"}',
+        f"{MODULE}/constants/PROBE_CODES/value: removed [], added ['P003']",
+    ),
+    "reordered": (
+        '("first", "second")',
+        '("second", "first")',
+        f"{MODULE}/constants/PROBE_ORDER/value: same items, new order",
+    ),
+    "tuple-becomes-list": (
+        '("first", "second")',
+        '["first", "second"]',
+        f"{MODULE}/constants/PROBE_ORDER/type",
+    ),
     "config-default": (
         "default=1000",
         "default=2000",
         f"configs/{MODULE}:ProbeConfig/defaults/budget_tokens",
     ),
     "config-schema": ("ge=1)", "ge=0)", f"configs/{MODULE}:ProbeConfig/schema"),
-    "api-removed": ('"helper", "lower_case"', '"lower_case"', f"{MODULE}/all: removed ['helper']"),
+    "api-removed": ('"helper",\n    "lower_case"', '"lower_case"', f"{MODULE}/all: removed ['helper']"),
     "api-added": (
         '"helper",',
         '"helper", "NOT_EXPORTED",',
