@@ -390,9 +390,8 @@ def main() -> None:
     print()
     print(f"{'pipeline (decode + validate + group)':<40}{'cpu s':>8}{'wall s':>8}{'vs stdlib (cpu)':>17}")
     print(f"{'ds4-context-core':<40}{ours_time:>8.3f}{ours_wall:>8.3f}{peer_time / ours_time:>16.2f}x")
-    print(
-        f"{'ds4-context-core, validating a copy':<40}{cold_time:>8.3f}{cold_wall:>8.3f}{peer_time / cold_time:>16.2f}x"
-    )
+    cold_label = "ds4-context-core, validating a copy"
+    print(f"{cold_label:<40}{cold_time:>8.3f}{cold_wall:>8.3f}{peer_time / cold_time:>16.2f}x")
     print(f"{'stdlib json, same checks':<40}{peer_time:>8.3f}{peer_wall:>8.3f}{1.0:>16.2f}x")
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print()
