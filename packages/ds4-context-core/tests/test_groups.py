@@ -1,0 +1,86 @@
+"""Tool atomic groups on small hand-built histories, with expected values worked out by hand."""
+
+from __future__ import annotations
+
+import hashlib
+
+from ds4_context_core import CanonicalMessage, Provenance, TextBlock, ToolCallBlock, ToolResultBlock
+from ds4_context_core.history import build_canonical_tool_atomic_groups, tool_atomic_group_id
+
+
+def msg(message_id: str, *blocks) -> CanonicalMessage:
+    return CanonicalMessage(
+        id=message_id,
+        source_entry_id=message_id,
+        role="assistant",
+        blocks=blocks,
+        provenance=Provenance(source="pi-session", session_id="s", entry_id=message_id),
+    )
+
+
+def call(call_id: str) -> ToolCallBlock:
+    return ToolCallBlock(id=call_id, name="t", arguments={})
+
+
+def result(call_id: str) -> ToolResultBlock:
+    return ToolResultBlock(tool_call_id=call_id, tool_name="t", content="")
+
+
+def test_group_id_is_prefix_plus_sha256_of_nul_joined_ids():
+    expected = "runtime-tool-group:" + hashlib.sha256(b"s:1\x00s:2").hexdigest()[:16]
+    assert tool_atomic_group_id(["s:1", "s:2"]) == expected
+    (group,) = build_canonical_tool_atomic_groups([msg("s:1", call("c")), msg("s:2", result("c"))])
+    assert group.id == expected
+
+
+def test_no_tool_blocks_no_groups():
+    assert build_canonical_tool_atomic_groups([msg("a", TextBlock(text="x"))]) == ()
+    assert build_canonical_tool_atomic_groups([]) == ()
+
+
+def test_groups_are_sorted_by_first_message_id_not_by_position():
+    history = [
+        msg("s:b", call("c1")),
+        msg("s:a", call("c2")),
+        msg("s:c", result("c1")),
+        msg("s:d", result("c2")),
+    ]
+    first, second = build_canonical_tool_atomic_groups(history)
+    assert first.message_ids == ("s:a", "s:d")
+    assert second.message_ids == ("s:b", "s:c")
+
+
+def test_result_before_call_and_chained_messages_join_one_group_in_history_order():
+    history = [
+        msg("m1", result("c1")),  # arrives before its call
+        msg("m2", call("c1")),
+        msg("m3", result("c1"), call("c2")),  # answers c1 and calls c2: chains both into one group
+        msg("m4", TextBlock(text="between")),
+        msg("m5", result("c2")),
+    ]
+    (group,) = build_canonical_tool_atomic_groups(history)
+    assert group.message_ids == ("m1", "m2", "m3", "m5")
+    assert group.tool_call_ids == ("c1", "c2")
+    assert group.complete is True
+
+
+def test_orphans_share_one_incomplete_group_per_id():
+    history = [msg("m1", result("ghost")), msg("m2", TextBlock(text="x")), msg("m3", result("ghost"))]
+    (group,) = build_canonical_tool_atomic_groups(history)
+    assert group.message_ids == ("m1", "m3")
+    assert group.tool_call_ids == ("ghost",)
+    assert group.complete is False
+
+
+def test_duplicate_call_blocks_make_the_group_incomplete():
+    (group,) = build_canonical_tool_atomic_groups([msg("m1", call("c"), call("c")), msg("m2", result("c"))])
+    assert group.complete is False
+    assert group.tool_call_ids == ("c",)
+
+
+def test_messages_with_duplicate_ids_are_grouped_by_position():
+    history = [msg("dup", call("c1")), msg("dup", result("c1")), msg("x", call("c2"))]
+    first, second = build_canonical_tool_atomic_groups(history)
+    assert first.message_ids == ("dup", "dup")
+    assert second.message_ids == ("x",)
+    assert (first.complete, second.complete) == (True, False)
