@@ -182,3 +182,17 @@ def test_chars_v1_fast_path_equals_the_reference_estimator(events):
 def test_chars_v1_fast_path_equals_the_reference_for_any_json_arguments(arguments):
     message = _message("a", "assistant", [core.ToolCallBlock(id="c", name="t", arguments=arguments)])
     assert fast_chars_v1(message) == core.estimate_message_tokens(message)
+
+
+def test_unencodable_or_unusual_arguments_are_estimated_exactly():
+    odd = [
+        {"when": b"bytes"},
+        {"n": float("nan"), "x": 1.0},
+        {1: "int key", 10: "sorted as text"},
+        {"nested": {"b": None, "a": [1.5, "é"]}},
+        {"big": 2**70},
+    ]
+    for arguments in odd:
+        message = _message("a", "assistant", [core.ToolCallBlock(id="c", name="t", arguments=arguments)])
+        index = sync_index(None, (message,), fast_chars_v1, None)
+        assert index.tokens[0] == core.estimate_message_tokens(message)
