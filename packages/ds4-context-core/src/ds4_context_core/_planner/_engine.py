@@ -1554,7 +1554,11 @@ def _fallback_plan(
 
 
 class ContextPlanner:
-    """A reusable planner that carries its own :class:`PlanState` from one call to the next."""
+    """A reusable planner that carries its own :class:`PlanState` from one call to the next.
+
+    Use one planner per conversation (branch). Calls on one planner are meant to be sequential, as the
+    turns of a conversation are; the state it hands from call to call is safe to share across threads.
+    """
 
     def __init__(
         self,
