@@ -1,4 +1,5 @@
 import copy
+import threading
 
 import msgspec
 import pytest
@@ -521,3 +522,25 @@ def test_restore_resolves_a_receipt_over_results_that_layer_1_had_trimmed():
     restored = next(m for m in originals if m.id in trimmed)
     assert restore(plan, restored.id) == (by_id[restored.id],)
     assert "characters trimmed" not in restored.blocks[0].content
+
+
+def test_one_state_shared_by_threads_gives_the_same_plans_as_sequential_calls():
+    base = [*_coding_history(50), user("u1")]
+    first = plan_context(base, model=model(40_000, 4_000))
+    branches = [
+        [*base, call(f"x{n}", f"tx{n}", path=f"b{n}"), result(f"y{n}", f"tx{n}", "q" * (500 * n + 100))]
+        for n in range(6)
+    ]
+    expected = [plan_context(b, model=model(40_000, 4_000), state=first.state).encode() for b in branches]
+    got: dict[int, bytes] = {}
+
+    def worker(n):
+        for _ in range(5):
+            got[n] = plan_context(branches[n], model=model(40_000, 4_000), state=first.state).encode()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [got[n] for n in range(6)] == expected
