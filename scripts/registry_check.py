@@ -250,12 +250,20 @@ def _conformance(venv: Path, work: Path) -> None:
     command = venv / ("Scripts" if os.name == "nt" else "bin") / "ds4-context-conformance"
     if not command.exists():
         raise ReleaseError("REG010", "the installed ds4-context-core has no ds4-context-conformance command")
-    _run(
+    output = _run(
         [str(command), CONFORMANCE_TARGET, "--json"],
         "REG010",
         f"conformance of {CONFORMANCE_TARGET}",
         cwd=work,
     )
+    try:
+        passed = json.loads(output).get("passed") is True
+    except (ValueError, AttributeError):
+        passed = False
+    if not passed:
+        raise ReleaseError(
+            "REG010", f"conformance of {CONFORMANCE_TARGET} did not report passed: {_tail(output)}"
+        )
 
 
 def registry_check(version: str, index_url: str, work: Path) -> None:

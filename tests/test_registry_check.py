@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
@@ -103,18 +102,6 @@ def _wheels(dist: Path) -> list[Path]:
     return sorted(dist.glob("*.whl"))
 
 
-def _conformance_shipped(dist: Path) -> bool:
-    """Whether the built wheels carry the conformance kit and the reference factory yet."""
-    version = workspace_version()
-    with zipfile.ZipFile(dist / f"ds4_context_core-{version}-py3-none-any.whl") as core:
-        names = set(core.namelist())
-    has_kit = bool({"ds4_context_core/conformance.py", "ds4_context_core/conformance/__init__.py"} & names)
-    reference = dist / f"ds4_context_reference_adapter-{version}-py3-none-any.whl"
-    return has_kit and "conformance_factory" in wheel_text(
-        reference, "ds4_context_reference_adapter/__init__.py"
-    )
-
-
 def test_a_published_release_passes_the_registry_check(built_dist: Path, serve: Server) -> None:
     index = serve(_wheels(built_dist))
     result = run_script("registry_check.py", workspace_version(), "--index-url", index)
@@ -122,13 +109,9 @@ def test_a_published_release_passes_the_registry_check(built_dist: Path, serve: 
     assert "ok: the index lists one wheel with a sha256 for each of the three" in output
     assert "ok: downloaded wheels match the index's sha256" in output
     assert "ok: installed" in output, output
-    if _conformance_shipped(built_dist):
-        assert result.returncode == 0, output
-        assert "registry check passed" in output
-    else:
-        # Until the conformance kit lands, the check must stop exactly at the conformance step.
-        assert result.returncode == 1
-        assert "error REG010:" in output
+    assert "ok: conformance passes" in output
+    assert result.returncode == 0, output
+    assert "registry check passed" in output
 
 
 @pytest.mark.parametrize("version", ["0.1", "latest", ">=0.1.0", "==0.1.0", "0.1.0+local", "0.1.*", "v0.1.0"])
@@ -217,3 +200,25 @@ def test_a_file_whose_sha256_differs_from_the_index_fails(built_dist: Path, tmp_
     assert _verify(read_wheel(copy), DISTRIBUTIONS[0], workspace_version(), right) == []
     mismatched = _verify(read_wheel(copy), DISTRIBUTIONS[0], "9.9.9", right)
     assert [problem.code for problem in mismatched] == ["REG006"]
+
+
+def test_a_release_whose_adapter_fails_conformance_fails(
+    built_dist: Path, serve: Server, tmp_path: Path
+) -> None:
+    tampered = tmp_path / "tampered"
+    tampered.mkdir()
+    files = []
+    for wheel in _wheels(built_dist):
+        if wheel.name.startswith("ds4_context_reference_adapter-"):
+            member = "ds4_context_reference_adapter/__init__.py"
+            broken = (
+                wheel_text(wheel, member)
+                + "\n\ndef conformance_factory():\n    raise RuntimeError('broken')\n"
+            )
+            files.append(rewrite_wheel(wheel, tampered / wheel.name, replace={member: broken.encode()}))
+        else:
+            files.append(wheel)
+    result = run_script("registry_check.py", workspace_version(), "--index-url", serve(files))
+    assert result.returncode == 1
+    assert "ok: installed" in result.stdout
+    assert "error REG010:" in result.stderr
