@@ -278,13 +278,21 @@ def registry_check(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS[0], default=False)
 def bench(session: nox.Session) -> None:
-    """Run every benchmarks/*.py script (with the peers of the ``bench`` group), one after another."""
-    scripts = sorted((ROOT / "benchmarks").glob("*.py"))
-    if not scripts:
+    """Run every benchmarks/*.py script; ``-- bench_planner --quick`` runs the named ones with those args."""
+    available = {path.stem: path for path in sorted((ROOT / "benchmarks").glob("*.py"))}
+    if not available:
         session.skip("no benchmarks/*.py yet")
+    chosen = [
+        available[arg.removesuffix(".py")] for arg in session.posargs if arg.removesuffix(".py") in available
+    ]
+    arguments = [arg for arg in session.posargs if arg.removesuffix(".py") not in available]
+    if arguments and not chosen:
+        session.error(
+            "name the benchmark(s) the arguments are for, e.g. `nox -s bench -- bench_planner --quick`"
+        )
     _sync(session, "dev", "bench")
-    for script in scripts:
-        session.run("python", str(script), *session.posargs)
+    for script in chosen or list(available.values()):
+        session.run("python", str(script), *arguments)
 
 
 @nox.session(python=PYTHONS[0], default=False)
