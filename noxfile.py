@@ -133,10 +133,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS[0])
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over every package's sources, the release scripts and this file."""
+    """mypy --strict over every package's sources, then the release scripts, their tests and this file."""
     _sync(session, "dev")
     session.run("mypy")
-    session.run("mypy", "--strict", "scripts", "noxfile.py")
+    session.run("mypy", "--strict", "scripts", "tests", "noxfile.py")
 
 
 @nox.session(python=PYTHONS)
