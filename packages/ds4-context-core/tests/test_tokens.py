@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import types
 
 import pytest
 
@@ -112,8 +113,39 @@ def test_tokenizer_estimator_reports_a_missing_extra_lazily(monkeypatch):
     assert 'pip install "ds4-context-core[tiktoken]"' in str(error)
 
 
+def test_tiktoken_is_imported_on_first_use_with_the_named_encoding(monkeypatch):
+    requested: list[str] = []
+    tokenizer = ByteTokenizer()
+
+    def get_encoding(name: str) -> ByteTokenizer:
+        requested.append(name)
+        return tokenizer
+
+    monkeypatch.setitem(sys.modules, "tiktoken", types.SimpleNamespace(get_encoding=get_encoding))
+    estimator = TiktokenEstimator()
+    assert requested == []
+    assert estimator.estimate_text("abc") == 3
+    assert estimator.estimate_text("de") == 2
+    assert requested == ["o200k_base"]  # loaded once, then reused
+
+
+def test_an_encoding_tiktoken_cannot_load_is_reported_with_a_code(monkeypatch):
+    def get_encoding(name: str) -> None:
+        raise OSError("network is unreachable")
+
+    monkeypatch.setitem(sys.modules, "tiktoken", types.SimpleNamespace(get_encoding=get_encoding))
+    with pytest.raises(TokenEstimateError) as caught:
+        TiktokenEstimator().estimate_text("x")
+    assert caught.value.code == "token-encoding-unavailable"
+    assert "TiktokenEstimator(encoding)" in str(caught.value)
+
+
 def test_broken_injected_encodings_are_rejected_with_a_code():
-    assert TOKEN_ESTIMATE_CODES == ("token-calibration-sample-invalid", "token-encoding-invalid")
+    assert TOKEN_ESTIMATE_CODES == (
+        "token-calibration-sample-invalid",
+        "token-encoding-invalid",
+        "token-encoding-unavailable",
+    )
     with pytest.raises(TokenEstimateError) as caught:
         TiktokenEstimator(object())  # type: ignore[arg-type]
     assert caught.value.code == "token-encoding-invalid"

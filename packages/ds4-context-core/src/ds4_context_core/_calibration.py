@@ -43,7 +43,11 @@ CALIBRATION_MAX_RATIO: Final = 4
 # Iglewicz and Hoaglin's cut-off for the modified z-score 0.6745 * |x - median| / MAD.
 _OUTLIER_Z: Final = 3.5
 CALIBRATION_STATUSES: Final = ("calibrated", "insufficient-samples")
-TOKEN_ESTIMATE_CODES: Final = ("token-calibration-sample-invalid", "token-encoding-invalid")
+TOKEN_ESTIMATE_CODES: Final = (
+    "token-calibration-sample-invalid",
+    "token-encoding-invalid",
+    "token-encoding-unavailable",
+)
 
 CalibrationStatus = Literal["calibrated", "insufficient-samples"]
 

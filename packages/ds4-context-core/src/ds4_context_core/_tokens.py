@@ -162,7 +162,14 @@ def _load_tiktoken_encoding(name: str) -> TextEncoding:
         tiktoken = importlib.import_module("tiktoken")
     except ImportError:
         raise MissingExtraError("tiktoken", "ds4-context-core", "tiktoken") from None
-    encoding: TextEncoding = tiktoken.get_encoding(name)
+    try:
+        encoding: TextEncoding = tiktoken.get_encoding(name)
+    except Exception as error:  # tiktoken downloads encoding files on first use; offline that fails
+        raise TokenEstimateError(
+            "token-encoding-unavailable",
+            f"tiktoken could not load the {name[:40]!r} encoding ({type(error).__name__}); "
+            "load it yourself and pass it as TiktokenEstimator(encoding)",
+        ) from None
     return encoding
 
 
