@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 
 from ds4_context_core import CanonicalMessage, Provenance, TextBlock, ToolCallBlock, ToolResultBlock
 from ds4_context_core.history import build_canonical_tool_atomic_groups, tool_atomic_group_id
@@ -84,3 +87,48 @@ def test_messages_with_duplicate_ids_are_grouped_by_position():
     assert first.message_ids == ("dup", "dup")
     assert second.message_ids == ("x",)
     assert (first.complete, second.complete) == (True, False)
+
+
+_CHILD = """
+import sys
+import msgspec
+from ds4_context_core import CanonicalMessage, Provenance, ToolCallBlock, ToolResultBlock
+from ds4_context_core.history import build_runtime_history_snapshot, validate_runtime_history_snapshot
+
+def msg(i, *blocks):
+    provenance = Provenance(source="pi-session", session_id="s", entry_id=str(i))
+    return CanonicalMessage(id=f"s:{i}", source_entry_id=str(i), role="tool", blocks=blocks, provenance=provenance)
+
+calls = [f"call-{n}" for n in range(40)]
+history = []
+for i in range(200):
+    a, b = calls[(i * 7) % 40], calls[(i * 11 + 3) % 40]
+    if i % 3 == 0:
+        first = ToolCallBlock(id=a, name="t", arguments={"i": i})
+        history.append(msg(i, first, ToolCallBlock(id=b, name="t", arguments={})))
+    else:
+        answered = a if i % 2 else "ghost-" + b
+        history.append(msg(i, ToolResultBlock(tool_call_id=answered, tool_name="t", content="")))
+snapshot = build_runtime_history_snapshot(
+    runtime_id="r", session_id="s", revision="v", project_root="/p", messages=history
+)
+issues = validate_runtime_history_snapshot(snapshot)
+sys.stdout.buffer.write(msgspec.json.encode([snapshot.tool_atomic_groups, issues]))
+"""
+
+
+def test_groups_and_issues_are_identical_across_processes_and_hash_seeds():
+    outputs = set()
+    for seed in ("0", "1", "4242"):
+        child = subprocess.run(
+            [sys.executable, "-c", _CHILD],
+            capture_output=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+            timeout=120,
+        )
+        outputs.add(child.stdout)
+    assert len(outputs) == 1
+    (output,) = outputs
+    assert b"tool-call-identity-invalid" in output
+    assert b"tool-result-orphaned" in output
