@@ -98,7 +98,9 @@ from ds4_context_core.history import build_runtime_history_snapshot, validate_ru
 def msg(i, *blocks):
     provenance = Provenance(source="pi-session", session_id="s", entry_id=str(i))
     entry = str(i)
-    return CanonicalMessage(id="s:" + entry, source_entry_id=entry, role="tool", blocks=blocks, provenance=provenance)
+    return CanonicalMessage(
+        id="s:" + entry, source_entry_id=entry, role="tool", blocks=blocks, provenance=provenance
+    )
 
 calls = [f"call-{n}" for n in range(40)]
 history = []
