@@ -1,0 +1,100 @@
+"""The public surface: every public module declares ``__all__`` and every listed name resolves."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import ds4_context_core
+
+PUBLIC_MODULES = sorted(
+    info.name
+    for info in pkgutil.iter_modules(ds4_context_core.__path__, "ds4_context_core.")
+    if not info.name.rsplit(".", 1)[1].startswith("_")
+)
+
+
+def test_the_documented_public_modules_exist():
+    expected = {
+        "adapter",
+        "config",
+        "conformance",
+        "history",
+        "interop",
+        "localkv",
+        "planner",
+        "privacy",
+        "pruning",
+        "tokens",
+    }
+    assert expected <= {name.rsplit(".", 1)[1] for name in PUBLIC_MODULES}
+
+
+@pytest.mark.parametrize("module_name", ["ds4_context_core", *PUBLIC_MODULES])
+def test_every_public_name_resolves_and_all_is_sorted_without_duplicates(module_name: str):
+    module = importlib.import_module(module_name)
+    names = module.__all__
+    assert len(names) == len(set(names))
+    missing = [name for name in names if not hasattr(module, name)]
+    assert missing == []
+
+
+SKETCH_NAMES = {
+    "ds4_context_core": (
+        "CanonicalMessage",
+        "ContextPlan",
+        "ContextPlanner",
+        "ModelDescriptor",
+        "PlanState",
+        "Provenance",
+        "RuntimeHistorySnapshot",
+        "RuntimeToolAtomicGroup",
+        "build_canonical_tool_atomic_groups",
+        "plan_context",
+        "validate_runtime_history_snapshot",
+    ),
+    "ds4_context_core.adapter": (
+        "RuntimeAdapter",
+        "assert_runtime_adapter_conformance",
+        "negotiate_runtime_capabilities",
+        "run_runtime_adapter_conformance",
+    ),
+}
+
+
+@pytest.mark.parametrize("module_name", sorted(SKETCH_NAMES))
+def test_design_sketch_names_are_public(module_name: str):
+    module = importlib.import_module(module_name)
+    for name in SKETCH_NAMES[module_name]:
+        assert name in module.__all__, name
+        assert getattr(module, name) is not None
+
+
+def test_importing_the_package_does_not_load_pydantic_until_the_planner_is_used():
+    code = (
+        "import sys, ds4_context_core as c\n"
+        "assert 'pydantic' not in sys.modules, 'eager pydantic import'\n"
+        "c.ContextPlanner\n"
+        "assert 'pydantic' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_unknown_attributes_still_raise_attribute_error():
+    with pytest.raises(AttributeError):
+        _ = ds4_context_core.NoSuchName  # type: ignore[attr-defined]
+
+
+def test_every_error_carries_a_stable_code_and_a_builtin_base():
+    for name in ds4_context_core.__all__:
+        value = getattr(ds4_context_core, name)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            assert issubclass(value, ds4_context_core.Ds4ContextError), name
+            # Each subclasses a builtin too, so `except ValueError` style handlers keep working.
+            assert any(
+                base.__module__ == "builtins" and base is not Exception for base in value.__mro__[1:]
+            ) or (value is ds4_context_core.Ds4ContextError), name
