@@ -1,0 +1,43 @@
+import importlib
+import pkgutil
+import subprocess
+import sys
+from importlib.metadata import version
+
+import pytest
+
+import ds4_context_engine
+
+PUBLIC_MODULES = sorted(
+    info.name
+    for info in pkgutil.iter_modules(ds4_context_engine.__path__, "ds4_context_engine.")
+    if not info.name.rsplit(".", 1)[1].startswith("_")
+)
+
+
+def test_version_matches_distribution_metadata():
+    assert ds4_context_engine.__version__ == version("ds4-context-engine")
+
+
+@pytest.mark.parametrize("module_name", ["ds4_context_engine", *PUBLIC_MODULES])
+def test_every_public_name_resolves(module_name: str):
+    module = importlib.import_module(module_name)
+    names = module.__all__
+    assert len(names) == len(set(names))
+    assert [name for name in names if not hasattr(module, name)] == []
+
+
+def test_importing_the_package_loads_neither_http_nor_sqlite_until_used():
+    code = (
+        "import sys, ds4_context_engine as e\n"
+        "assert 'httpx' not in sys.modules and 'sqlite3' not in sys.modules\n"
+        "e.parse_model_reference\n"
+        "e.open_derived_store\n"
+        "assert 'sqlite3' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_unknown_attributes_still_raise_attribute_error():
+    with pytest.raises(AttributeError):
+        _ = ds4_context_engine.NoSuchName  # type: ignore[attr-defined]
