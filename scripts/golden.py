@@ -23,7 +23,7 @@ import pkgutil
 import re
 import sys
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -76,6 +76,19 @@ def _config_models(exported: dict[str, object]) -> dict[str, object]:
     }
 
 
+def _configs(found: Iterable[tuple[str, str, Any]]) -> dict[str, Any]:
+    """Config models keyed by their exported name, so re-exporting one elsewhere changes nothing here.
+
+    Two different models exported under one name are told apart by the first public module exporting each.
+    """
+    found = list(found)
+    names = [name for _, name, _ in found]
+    return {
+        (name if names.count(name) == 1 else f"{module}:{name}"): _model_entry(model)
+        for module, name, model in found
+    }
+
+
 def _model_entry(model: Any) -> dict[str, Any]:
     try:
         defaults: Any = model().model_dump(mode="json")
@@ -95,8 +108,7 @@ def collect() -> dict[str, Any]:
         except Exception as exc:
             raise ReleaseError("GLD004", f"{dist.package} fails to import: {exc!r}") from exc
         modules: dict[str, Any] = {}
-        configs: dict[str, Any] = {}
-        seen_models: set[int] = set()
+        models: dict[int, tuple[str, str, Any]] = {}  # id -> (first public module, name, model)
         for module in _public_modules(package):
             names = getattr(module, "__all__", None)
             if names is None:
@@ -110,10 +122,8 @@ def collect() -> dict[str, Any]:
                     constants[name] = entry
             modules[module.__name__] = {"all": sorted(names), "constants": constants}
             for name, model in sorted(_config_models(exported).items()):
-                if id(model) not in seen_models:
-                    seen_models.add(id(model))
-                    configs[f"{module.__name__}:{name}"] = _model_entry(model)
-        packages[dist.package] = {"modules": modules, "configs": configs}
+                models.setdefault(id(model), (module.__name__, name, model))
+        packages[dist.package] = {"modules": modules, "configs": _configs(models.values())}
     golden = {"format": FORMAT, "release_line": release_line(version), "packages": packages}
     # Round-trip so tuples become lists and the comparison sees exactly what the file holds.
     loaded: dict[str, Any] = json.loads(_dump(golden))

@@ -124,10 +124,10 @@ def test_generate_pins_api_constants_and_config_models(pinned: Path) -> None:
         "PROBE_ORDER": {"type": "tuple", "value": ["first", "second"]},
         "PROBE_VERSION": {"type": "str", "value": "probe-contract-v1"},
     }
-    config = core["configs"][f"{MODULE}:ProbeConfig"]
+    config = core["configs"]["ProbeConfig"]
     assert config["defaults"] == {"budget_tokens": 1000, "mode": "balanced"}
     assert config["schema"]["properties"]["budget_tokens"]["minimum"] == 1
-    assert f"{MODULE}:ProbeSettings" not in core["configs"], "only *Config models are pinned"
+    assert "ProbeSettings" not in core["configs"], "only *Config models are pinned"
     assert not any("_private_probe" in name for name in core["modules"])
     assert core["modules"]["ds4_context_core.wire"]["constants"]["WIRE_FORMAT"]["value"] == "wire-v1"
     assert golden["packages"]["ds4_context_engine"]["modules"]["ds4_context_engine"]["all"] == ["__version__"]
@@ -160,9 +160,9 @@ CHANGES = {
     "config-default": (
         "default=1000",
         "default=2000",
-        f"configs/{MODULE}:ProbeConfig/defaults/budget_tokens",
+        "configs/ProbeConfig/defaults/budget_tokens",
     ),
-    "config-schema": ("ge=1)", "ge=0)", f"configs/{MODULE}:ProbeConfig/schema"),
+    "config-schema": ("ge=1)", "ge=0)", "configs/ProbeConfig/schema"),
     "api-removed": ('"helper",\n    "lower_case"', '"lower_case"', f"{MODULE}/all: removed ['helper']"),
     "api-added": (
         '"helper",',
@@ -216,3 +216,21 @@ def test_check_from_source_rejects_expect_site_packages(packages: Path, pinned: 
     assert code == 1
     assert "error GLD005:" in output
     assert os.fspath(packages) in output
+
+
+def test_re_exporting_a_config_changes_only_the_api_inventory(packages: Path, pinned: Path) -> None:
+    init = packages / "ds4_context_core" / "__init__.py"
+    init.write_text(
+        init.read_text(encoding="utf-8").replace(
+            '__all__ = ["__version__"]', '__all__ = ["ProbeConfig", "__version__"]'
+        )
+        + "from .release_probe import ProbeConfig\n",
+        encoding="utf-8",
+    )
+    code, output = _golden(packages, pinned, "check")
+    assert code == 1
+    changed = [line for line in output.splitlines() if line.startswith("error GLD002: 0.1.json/")]
+    assert changed == [
+        "error GLD002: 0.1.json/packages/ds4_context_core/modules/ds4_context_core/all: "
+        "removed [], added ['ProbeConfig']"
+    ]
