@@ -15,14 +15,19 @@ Marker rules:
   the floor of the whole string to the highest level it mentions.
 
 Any exception while sanitizing becomes :class:`PrivacyEnforcementError`; the caller must then not call
-its transport. Traversal is one recursive pass over the payload, linear in its size.
+its transport. Traversal is one recursive pass over the payload, linear in its size: it builds new
+containers (none is shared with the caller's payload) and keeps the caller's own string objects where
+nothing changes. Content strings are then screened in one batch, and only the few the screen flags run
+the full marker and secret rules.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from itertools import accumulate
+from operator import itemgetter
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
@@ -125,15 +130,19 @@ _PEM: Final = re.compile(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL
 )
 _BEARER: Final = re.compile(r"(bearer)\s+(?!\[DS4 )[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE | re.ASCII)
+# A credential starts where no letter or digit precedes it. That test sits after each branch's first
+# character (the look-behind then spans it), so the regex engine can skip ahead to an "s", "g" or "A".
 _CREDENTIAL: Final = re.compile(
-    r"(?<![A-Za-z0-9])(?:sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16})"
+    r"s(?<![A-Za-z0-9]s)k-(?:ant-[A-Za-z0-9_-]{8,}|[A-Za-z0-9_-]{16,})"
+    r"|g(?<![A-Za-z0-9]g)h[pousr]_[A-Za-z0-9]{20,}"
+    r"|A(?<![A-Za-z0-9]A)KIA[0-9A-Z]{16}"
 )
+_GITHUB_PREFIX: Final = re.compile(r"gh[pousr]_")
 _KEY_VALUE: Final = re.compile(
     r"(api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret|password)"
     r"([\"']?\s*[=:]\s*[\"']?)(?!\[DS4 )[^\s\"',;}\]]+",
     re.IGNORECASE | re.ASCII,
 )
-_KEY_VALUE_WORDS: Final = ("key", "token", "secret", "password")
 
 
 class PrivacyPolicy(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -289,20 +298,62 @@ def classify_text(text: str) -> PrivacyClassification:
     return PRIVACY_CLASSIFICATIONS[top]
 
 
+# Empty, but only right after a word that ends a key of the key=value rule (api_key, access_token, ...).
+_KEY_WORD_END: Final = re.compile(r"(?<=key)|(?<=token)|(?<=secret)|(?<=password)", re.IGNORECASE | re.ASCII)
+# What may stand between such a word and its "=" or ":", and the letters such a word ends with.
+_KEY_GAP: Final = " \t\n\r\f\v\"'"
+_KEY_LAST_LETTERS: Final = "yYnNtTdD"
+_KEY_LOOKBACK: Final = 16
+_KEY_TRIES: Final = 8
+
+
+def _key_word_before(text: str, position: int) -> bool:
+    """Whether the "=" or ":" at ``position`` may follow a key word, then an optional quote and spaces.
+
+    It may answer yes needlessly (a word cut off by the look-back window counts as a key), never no wrongly.
+    """
+    start = position - _KEY_LOOKBACK if position > _KEY_LOOKBACK else 0
+    head = text[start:position].rstrip(_KEY_GAP)
+    if start and len(head) < 8:
+        return True
+    return bool(head) and head[-1] in _KEY_LAST_LETTERS and _KEY_WORD_END.match(head, len(head)) is not None
+
+
+def _has_key_assignment(text: str, lowered: str) -> bool:
+    """Whether the key=value rule may match ``text``: a key word, then its "=" or ":"."""
+    if not ("key" in lowered or "token" in lowered or "secret" in lowered or "password" in lowered):
+        return False
+    tries = _KEY_TRIES  # past this many "=" or ":" without a key word before them, just run the rule
+    for sign in "=:":
+        position = text.find(sign)
+        while position >= 0:
+            if not tries or _key_word_before(text, position):
+                return True
+            tries -= 1
+            position = text.find(sign, position + 1)
+    return False
+
+
 def redact_secrets(text: str) -> tuple[str, int]:
     """Replace private keys, API credentials, bearer tokens and ``password=...`` values; return the count."""
+    # Each rule runs only when the text holds what every match of it needs. The tests read the text as
+    # given: no replacement can create what they look for (placeholders hold no "=", ":", "sk-", ...).
     lowered = text.lower()
+    pem = "-----BEGIN " in text
+    bearer = "bearer" in lowered
+    credential = "sk-" in text or "AKIA" in text or ("_" in text and _GITHUB_PREFIX.search(text) is not None)
+    assignment = ("=" in text or ":" in text) and _has_key_assignment(text, lowered)
     total = 0
-    if "-----begin" in lowered:
+    if pem:
         text, found = _PEM.subn(_PRIVATE_KEY_PLACEHOLDER, text)
         total += found
-    if "bearer" in lowered:
+    if bearer:
         text, found = _BEARER.subn(rf"\1 {_TOKEN_PLACEHOLDER}", text)
         total += found
-    if "sk-" in lowered or "akia" in lowered or "gh" in lowered:
+    if credential:
         text, found = _CREDENTIAL.subn(_CREDENTIAL_PLACEHOLDER, text)
         total += found
-    if any(word in lowered for word in _KEY_VALUE_WORDS):
+    if assignment:
         text, found = _KEY_VALUE.subn(rf"\1\2{_SECRET_PLACEHOLDER}", text)
         total += found
     return text, total
@@ -377,111 +428,187 @@ def _key_text(key: Any) -> str:
     )
 
 
-# Substrings (lower case) that every marker or secret pattern contains. A content string holding none of
-# them cannot change, so only strings flagged by this cheap batch scan run the full regexes.
-_SCREEN_NEEDLES: Final = (
-    "[ds4:",
-    "sk-",
-    "akia",
-    "-----begin",
-    "bearer",
-    "api",
-    "token",
-    "secret",
-    "password",
-)
-_GITHUB_SCREEN: Final = re.compile(r"gh[pousr]_")
+# The batch screen. Every rule needs one of a few characters that `str.find` locates with memchr, far
+# faster than any multi-character search: a marker needs "[", a PEM block and "sk-" need "-", a GitHub
+# token needs "_", an AWS key needs "K", a "password=..." pair needs "=" or ":". Each hit is confirmed by
+# a look at its neighbourhood that can only over-approximate its rule, and a string with a confirmed hit
+# runs the full rules. Only "bearer" has no such character: it is searched in an ASCII-lower-cased copy,
+# the case folding the rules use (re.ASCII).
+_DASH_NEAR: Final = re.compile(r"(?<=sk)-|-----BEGIN ")
+_UNDERSCORE_NEAR: Final = re.compile(r"(?<=gh[pousr])_")
+_K_NEAR: Final = re.compile(r"(?<=A)KIA")
+_ASCII_LOWER: Final = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
 
 
-class _Walker:
-    """Copies the payload; content strings are screened in one batch after the copy is built."""
+def _flag_strings(texts: list[str], redact: bool) -> set[int]:
+    """Indices of the strings in ``texts`` that the full rules must see; no other one can change.
 
-    __slots__ = ("allowed", "counts", "destination", "key_cache", "pending", "redact")
+    The strings are searched concatenated. A confirmation may then look across into a neighbour, which
+    can only flag a string needlessly, never miss one: every real hit lies wholly inside its string.
+    """
+    joined = "".join(texts)
+    find = joined.find
+    flagged: set[int] = set()
+    ends: list[int] = []  # string i spans ends[i - 1]:ends[i]; built at the first confirmed hit
 
-    def __init__(self, allowed: frozenset[int] | None, redact: bool, destination: PrivacyDestination) -> None:
-        self.allowed = allowed
-        self.redact = redact
-        self.destination = destination
-        self.counts = _Counts()
-        self.key_cache: dict[str, tuple[str, int, int]] = {}
-        # (container, key or index, text): a content string placed in the copy, maybe to be replaced.
-        self.pending: list[tuple[Any, Any, str]] = []
+    def flag(position: int) -> int:
+        """Flag the string holding ``position``; the search goes on at the next string."""
+        if not ends:
+            ends.extend(accumulate(map(len, texts)))
+        index = bisect_right(ends, position)
+        flagged.add(index)
+        return ends[index]
 
-    def key(self, key: Any, in_content: bool) -> str:
+    # Unconfirmed hits are skipped one by one up to a budget; past it every hit counts as confirmed, so
+    # text full of "_" or ":" costs a bounded number of steps.
+    budget = 2 * len(texts) + 64
+    checks: list[tuple[str, Callable[[str, int], object]]] = [("[", _MARKER.match)]
+    if redact:
+        checks += [("-", _DASH_NEAR.match), ("_", _UNDERSCORE_NEAR.match), ("K", _K_NEAR.match)]
+    for anchor, confirm in checks:
+        position = find(anchor)
+        while position >= 0:
+            if budget and not confirm(joined, position):
+                budget -= 1
+                position = find(anchor, position + 1)
+            else:
+                position = find(anchor, flag(position))
+    if not redact:
+        return flagged
+    for anchor in "=:":
+        position = find(anchor)
+        while position >= 0:
+            if not budget or _key_word_before(joined, position):
+                position = find(anchor, flag(position))
+            else:
+                budget -= 1
+                position = find(anchor, position + 1)
+    lowered = joined.lower() if joined.isascii() else joined.translate(_ASCII_LOWER)
+    position = lowered.find("bearer")
+    while position >= 0:
+        position = lowered.find("bearer", flag(position))
+    return flagged
+
+
+def _sanitize_payload(  # noqa: PLR0915 (closures keep the hot loops on fast local lookups)
+    payload: Any, allowed: frozenset[int] | None, redact: bool, destination: PrivacyDestination
+) -> tuple[Any, _Counts]:
+    """Build the sanitized payload in one pass: new containers, the caller's strings where unchanged.
+
+    Content strings are placed as they are and remembered; one batch screen afterwards picks the few
+    that the full rules must see, and only those are replaced in the new containers.
+    """
+    counts = _Counts()
+    pending: list[tuple[Any, Any, str]] = []  # (new container, key or index, content string)
+    remember = pending.append
+    kind_of = _KEY_KIND.get
+    marker_search = _MARKER.search
+    key_cache: dict[str, tuple[str, int, int]] = {}
+    clean_keys: set[str] = set()  # keys that sanitizing as content leaves unchanged
+
+    def sanitized_key(key: Any, in_content: bool) -> Any:
         text = key if type(key) is str else _key_text(key)
-        if not in_content and not ("[" in text and _MARKER.search(text)):
+        if not in_content and not ("[" in text and marker_search(text)):
             return text
         # Payloads repeat the same few keys thousands of times: sanitize each distinct key once and
         # replay its counts on every later occurrence.
-        cached = self.key_cache.get(text)
+        cached = key_cache.get(text)
         if cached is None:
-            counts = _Counts()
-            cached = (_sanitize(text, self.allowed, self.redact, counts), counts.blocked, counts.redactions)
-            self.key_cache[text] = cached
+            key_counts = _Counts()
+            cached = (_sanitize(text, allowed, redact, key_counts), key_counts.blocked, key_counts.redactions)
+            key_cache[text] = cached
         sanitized, blocked, redactions = cached
         if sanitized != text:
-            self.counts.changed = True
-            self.counts.blocked += blocked
-            self.counts.redactions += redactions
+            counts.changed = True
+            counts.blocked += blocked
+            counts.redactions += redactions
+        elif type(key) is str:
+            clean_keys.add(key)
         return sanitized
 
-    def walk(self, value: Any, in_content: bool, depth: int) -> Any:
+    def walk_dict(pairs: Iterable[tuple[Any, Any]], in_content: bool, depth: int) -> dict[Any, Any]:
+        if depth >= PRIVACY_MAX_DEPTH:
+            raise PrivacyEnforcementError("privacy-payload-too-deep", "payload nesting exceeds the limit")
+        result: dict[Any, Any] = {}
+        renamed = False  # once a key is rewritten, any later key may collide with it
+        for key, item in pairs:
+            if type(key) is str:
+                child = kind_of(key)
+                if child is None:
+                    child = in_content
+                    if (in_content or "[" in key) and key not in clean_keys:
+                        text_key = sanitized_key(key, in_content)
+                        if text_key != key:
+                            renamed = True
+                            key = text_key  # noqa: PLW2901
+            else:
+                child = in_content
+                key = sanitized_key(key, in_content)  # noqa: PLW2901
+                renamed = True
+            if renamed and key in result:
+                raise PrivacyEnforcementError(
+                    "privacy-key-collision", "two payload keys are identical after sanitizing"
+                )
+            kind = type(item)
+            if kind is str:
+                if child:
+                    remember((result, key, item))
+                elif "[" in item and marker_search(item):
+                    item = _sanitize(item, allowed, redact, counts)  # noqa: PLW2901
+            elif kind is dict:
+                item = walk_dict(item.items(), child, depth + 1)  # noqa: PLW2901
+            elif kind is list:
+                item = walk_list(item, child, depth + 1)  # noqa: PLW2901
+            elif not (item is None or kind is int or kind is float or kind is bool):
+                item = walk(item, child, depth + 1)  # noqa: PLW2901
+            result[key] = item
+        return result
+
+    def walk_list(values: Iterable[Any], in_content: bool, depth: int) -> list[Any]:
+        if depth >= PRIVACY_MAX_DEPTH:
+            raise PrivacyEnforcementError("privacy-payload-too-deep", "payload nesting exceeds the limit")
+        items: list[Any] = []
+        append = items.append
+        for item in values:
+            kind = type(item)
+            if kind is str:
+                if in_content:
+                    remember((items, len(items), item))
+                elif "[" in item and marker_search(item):
+                    item = _sanitize(item, allowed, redact, counts)  # noqa: PLW2901
+            elif kind is dict:
+                item = walk_dict(item.items(), in_content, depth + 1)  # noqa: PLW2901
+            elif kind is list:
+                item = walk_list(item, in_content, depth + 1)  # noqa: PLW2901
+            elif not (item is None or kind is int or kind is float or kind is bool):
+                item = walk(item, in_content, depth + 1)  # noqa: PLW2901
+            append(item)
+        return items
+
+    def walk(value: Any, in_content: bool, depth: int) -> Any:
         kind = type(value)
         if kind is str:
-            if in_content or ("[" in value and _MARKER.search(value)):
-                return _sanitize(value, self.allowed, self.redact, self.counts)
+            if in_content or ("[" in value and marker_search(value)):
+                return _sanitize(value, allowed, redact, counts)
             return value
         if value is None or kind is int or kind is float or kind is bool:
             return value
         if depth >= PRIVACY_MAX_DEPTH:
             raise PrivacyEnforcementError("privacy-payload-too-deep", "payload nesting exceeds the limit")
         if kind is dict or isinstance(value, Mapping):
-            result: dict[str, Any] = {}
-            remember = self.pending.append
-            key_kind = _KEY_KIND.get
-            for key, item in value.items():
-                child_in_content = key_kind(key) if type(key) is str else None
-                if child_in_content is None:
-                    child_in_content = in_content
-                    text_key = self.key(key, in_content)
-                else:
-                    text_key = key
-                if text_key in result:
-                    raise PrivacyEnforcementError(
-                        "privacy-key-collision", "two payload keys are identical after sanitizing"
-                    )
-                if type(item) is str:
-                    result[text_key] = item
-                    if child_in_content:
-                        remember((result, text_key, item))
-                    elif "[" in item and _MARKER.search(item):
-                        result[text_key] = _sanitize(item, self.allowed, self.redact, self.counts)
-                else:
-                    result[text_key] = self.walk(item, child_in_content, depth + 1)
-            return result
+            return walk_dict(value.items(), in_content, depth)
         if kind is list or kind is tuple or isinstance(value, list | tuple):
-            items: list[Any] = []
-            pending = self.pending
-            for item in value:
-                if type(item) is str:
-                    if in_content:
-                        pending.append((items, len(items), item))
-                    elif "[" in item and _MARKER.search(item):
-                        item = _sanitize(item, self.allowed, self.redact, self.counts)  # noqa: PLW2901
-                    items.append(item)
-                else:
-                    items.append(self.walk(item, in_content, depth + 1))
-            return items
+            return walk_list(value, in_content, depth)
         if isinstance(value, bytes | bytearray | memoryview):
-            if self.destination == "local":
+            if destination == "local":
                 return value
-            self.counts.blocked += 1
-            self.counts.changed = True
+            counts.blocked += 1
+            counts.changed = True
             return _BINARY_PLACEHOLDER
         if isinstance(value, msgspec.Struct):
-            return self.walk(msgspec.to_builtins(value), in_content, depth + 1)
+            return walk(msgspec.to_builtins(value), in_content, depth + 1)
         if isinstance(value, str):  # str subclasses: sanitize their plain text
-            return self.walk(str(value), in_content, depth)
+            return walk(str(value), in_content, depth)
         if isinstance(value, bool | int | float):
             return value
         raise PrivacyEnforcementError(
@@ -489,34 +616,15 @@ class _Walker:
             f"payload holds a value of unsupported type {type(value).__name__[:40]}",
         )
 
-    def finish(self) -> None:
-        """Sanitize, in place in the copy, every pending content string the batch screen flags."""
-        pending = self.pending
-        if not pending:
-            return
-        texts = [entry[2] for entry in pending]
-        joined = "\0".join(texts)
-        lowered = joined.lower()
-        if len(lowered) != len(joined):  # a few non-ASCII letters grow when lowered
-            lowered = "\0".join(text.lower() for text in texts)
-        offsets: list[int] = []
-        position = 0
-        for text in texts:
-            offsets.append(position)
-            position += len(text) + 1
-        lengths = [len(text) for text in texts]
-        flagged: set[int] = set()
-        for needle in _SCREEN_NEEDLES:
-            found = lowered.find(needle)
-            while found >= 0:
-                index = bisect_right(offsets, found) - 1
-                flagged.add(index)
-                found = lowered.find(needle, offsets[index] + lengths[index] + 1)
-        for match in _GITHUB_SCREEN.finditer(lowered):
-            flagged.add(bisect_right(offsets, match.start()) - 1)
-        for index in flagged:
+    sanitized = walk(payload, False, 0)
+    if pending:
+        for index in _flag_strings(list(map(_PENDING_TEXT, pending)), redact):
             container, slot, text = pending[index]
-            container[slot] = _sanitize(text, self.allowed, self.redact, self.counts)
+            container[slot] = _sanitize(text, allowed, redact, counts)
+    return sanitized, counts
+
+
+_PENDING_TEXT: Final = itemgetter(2)
 
 
 def enforce_payload_privacy(
@@ -544,9 +652,9 @@ def enforce_payload_privacy(
         allowed = (
             None if destination == "local" else frozenset(_RANK[level] for level in active.remote_allowed)
         )
-        walker = _Walker(allowed, destination == "remote" and active.redact_secrets, destination)
-        sanitized = walker.walk(payload, False, 0)
-        walker.finish()
+        sanitized, counts = _sanitize_payload(
+            payload, allowed, destination == "remote" and active.redact_secrets, destination
+        )
     except PrivacyEnforcementError:
         raise
     except Exception as error:
@@ -554,7 +662,6 @@ def enforce_payload_privacy(
         raise PrivacyEnforcementError(
             "privacy-enforcement-failed", f"privacy enforcement failed ({type(error).__name__[:40]})"
         ) from None
-    counts = walker.counts
     return PrivacyResult(
         provider=provider,
         destination=destination,

@@ -1,0 +1,387 @@
+"""The contract the fast privacy path must keep: no mutation, no aliasing, fail closed, and a batch screen
+that never lets through what sanitizing each string on its own would have changed."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ds4_context_core import PrivacyEnforcementError
+from ds4_context_core.privacy import (
+    PRIVACY_MAX_DEPTH,
+    PrivacyPolicy,
+    enforce_payload_privacy,
+    redact_secrets,
+    sanitize_text,
+)
+
+EXCLUDED = "[DS4 {} content excluded by privacy policy]"
+
+
+def containers(value: Any) -> Iterator[Any]:
+    """Every dict and list reachable from ``value`` (payloads here are trees)."""
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from containers(item)
+    elif isinstance(value, list):
+        yield value
+        for item in value:
+            yield from containers(item)
+
+
+def strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def chat(count: int = 40) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = []
+    for index in range(count):
+        text = f"message {index}: read the file and run the tests again"
+        if index % 7 == 3:
+            text += " [ds4:local-only]the NAS password list[/ds4:local-only]"
+        if index % 11 == 5:
+            text += " with key sk-proj-0123456789abcdef0123"
+        messages.append({"role": "user" if index % 2 else "assistant", "content": text})
+        if index % 5 == 4:
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"call_{index}",
+                            "type": "function",
+                            "function": {"name": "read", "arguments": '{"path": "src/a.py"}'},
+                        }
+                    ],
+                }
+            )
+            messages.append({"role": "tool", "tool_call_id": f"call_{index}", "content": "x = 1"})
+    return {"model": "gpt-4.1", "messages": messages, "temperature": 0.2, "tools": [{"name": "read"}]}
+
+
+@pytest.mark.parametrize("provider", ["openai", "ollama"])
+def test_the_callers_payload_is_never_mutated(provider: str) -> None:
+    payload = chat()
+    before = copy.deepcopy(payload)
+    before_ids = {id(container) for container in containers(payload)}
+    result = enforce_payload_privacy(payload, provider=provider)
+    assert result.changed
+    assert payload == before
+    assert {id(container) for container in containers(payload)} == before_ids
+
+
+@pytest.mark.parametrize("provider", ["openai", "ollama"])
+def test_the_result_never_shares_a_container_with_the_callers_payload(provider: str) -> None:
+    payload = chat()
+    payload["messages"].append(payload["messages"][0])  # the same dict twice in the input
+    result = enforce_payload_privacy(payload, provider=provider)
+    theirs = {id(container) for container in containers(payload)}
+    ours = list(containers(result.payload))
+    assert len(ours) > 80
+    assert not any(id(container) in theirs for container in ours)
+    result.payload["messages"][0]["content"] = "changed by the transport"
+    assert payload["messages"][0]["content"] != "changed by the transport"
+
+
+def test_unchanged_strings_are_the_callers_own_objects_and_changed_ones_are_new() -> None:
+    payload = chat()
+    result = enforce_payload_privacy(payload, provider="openai")
+    theirs = {id(text) for text in strings(payload)}
+    for before, after in zip(payload["messages"], result.payload["messages"], strict=True):
+        if before["content"] == after["content"]:
+            assert after["content"] is before["content"]
+        else:
+            assert id(after["content"]) not in theirs
+
+
+def test_tuples_mappings_and_unchanged_payloads_still_come_back_as_new_plain_containers() -> None:
+    class Frozen(Mapping[str, Any]):
+        def __init__(self, data: dict[str, Any]) -> None:
+            self._data = data
+
+        def __getitem__(self, key: str) -> Any:
+            return self._data[key]
+
+        def __iter__(self) -> Iterator[str]:
+            return iter(self._data)
+
+        def __len__(self) -> int:
+            return len(self._data)
+
+    inner = {"role": "user", "content": "plain text"}
+    payload = {"messages": (Frozen(inner), [inner])}
+    result = enforce_payload_privacy(payload, provider="openai")
+    assert result.payload == {"messages": [inner, [inner]]}
+    assert type(result.payload["messages"]) is list
+    assert type(result.payload["messages"][0]) is dict
+    assert result.payload["messages"][0] is not inner
+    assert result.payload["messages"][1][0] is not inner
+    assert (result.changed, result.blocked_blocks, result.secret_redactions) == (False, 0, 0)
+
+
+def nested(depth: int, kind: str) -> Any:
+    value: Any = "[ds4:local-only]x[/ds4:local-only]"
+    for level in range(depth):
+        if kind == "dict" or (kind == "mixed" and level % 2):
+            value = {"content": value}
+        elif kind == "tuple":
+            value = (value,)
+        else:
+            value = [value]
+    return value
+
+
+@pytest.mark.parametrize("kind", ["dict", "list", "tuple", "mixed"])
+def test_the_depth_limit_is_exact_and_fails_closed(kind: str) -> None:
+    deepest_allowed = nested(PRIVACY_MAX_DEPTH, kind)
+    result = enforce_payload_privacy(deepest_allowed, provider="openai")
+    assert EXCLUDED.format("local-only") in json.dumps(result.payload)
+    with pytest.raises(PrivacyEnforcementError) as raised:
+        enforce_payload_privacy(nested(PRIVACY_MAX_DEPTH + 1, kind), provider="openai")
+    assert raised.value.code == "privacy-payload-too-deep"
+    assert raised.value.__cause__ is None
+
+
+def test_a_dict_that_contains_itself_fails_closed() -> None:
+    loop: dict[str, Any] = {"role": "user"}
+    loop["content"] = loop
+    with pytest.raises(PrivacyEnforcementError) as raised:
+        enforce_payload_privacy({"messages": [loop]}, provider="ollama")
+    assert raised.value.code == "privacy-payload-too-deep"
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {1: "a", "1": "b"},
+        {"x": "a", "[ds4:internal]x[/ds4:internal]": "b"},
+        {True: "a", "true": "b"},
+    ],
+)
+def test_keys_that_meet_after_sanitizing_collide_in_either_order(keys: dict[Any, str]) -> None:
+    for ordered in (keys, dict(reversed(list(keys.items())))):
+        with pytest.raises(PrivacyEnforcementError) as raised:
+            enforce_payload_privacy({"messages": [ordered]}, provider="openai")
+        assert raised.value.code == "privacy-key-collision"
+
+
+def test_a_content_string_holding_only_a_stray_close_tag_is_blocked() -> None:
+    # Regression: the batch screen used to look for "[ds4:" only, so "[/ds4:" alone went out verbatim.
+    payload = {"messages": [{"role": "user", "content": "ok [/ds4:sensitive] then the rest"}]}
+    result = enforce_payload_privacy(payload, provider="openai")
+    assert result.payload["messages"][0]["content"] == EXCLUDED.format("sensitive")
+    assert result.blocked_blocks == 1
+
+
+def test_text_that_grows_when_lower_cased_does_not_hide_a_later_secret() -> None:
+    # Regression: "İ" lower-cases to two characters, which used to shift the screen onto the wrong string.
+    texts = ["İ" * 50, "my key sk-aaaaaaaaaaaaaaaaaaaaaaaa", "hello world, a longer plain string " * 3]
+    payload = {"messages": [{"role": "user", "content": text} for text in texts]}
+    result = enforce_payload_privacy(payload, provider="openai")
+    sent = json.dumps(result.payload)
+    assert "sk-aaaa" not in sent
+    assert result.secret_redactions == 1
+
+
+def test_a_key_word_far_from_its_equals_sign_is_still_redacted() -> None:
+    text = "password" + " " * 60 + "= hunter2hunter2"
+    payload = {"messages": [{"role": "user", "content": "x" * 30}, {"role": "user", "content": text}]}
+    result = enforce_payload_privacy(payload, provider="openai")
+    assert "hunter2" not in json.dumps(result.payload)
+
+
+def test_many_unconfirmed_hits_fall_back_to_the_full_rules() -> None:
+    noisy = [f"a_b:c=d-e_f:{index} K" for index in range(300)]
+    texts = [*noisy, "tail ghp_" + "a" * 24, "Authorization: BEARER abcdefghijkl"]
+    payload = {"messages": [{"role": "user", "content": text} for text in texts]}
+    result = enforce_payload_privacy(payload, provider="openai")
+    contents = [message["content"] for message in result.payload["messages"]]
+    assert contents[:300] == noisy
+    assert contents[300] == "tail [DS4 REDACTED CREDENTIAL]"
+    assert contents[301] == "Authorization: BEARER [DS4 REDACTED TOKEN]"
+
+
+# Fragments chosen to sit at every edge of the screen: anchors without their rule, rules split across
+# neighbouring strings, case variants, escapes, spaces and quotes between a key and its "=", non-ASCII
+# text that changes length when lower-cased, and NUL characters.
+FRAGMENTS = st.sampled_from(
+    [
+        "plain words ",
+        " ",
+        "\t",
+        "\n",
+        "  " * 12,
+        '"',
+        "'",
+        "=",
+        ":",
+        "-",
+        "_",
+        "K",
+        "[",
+        "]",
+        "\\",
+        "\0",
+        "İ",
+        "ß",
+        "\u212a",  # KELVIN SIGN, lower-cases to an ASCII "k"
+        "é",
+        "sk",
+        "sk-",
+        "SK-",
+        "sk-ant-",
+        "gh",
+        "ghp",
+        "ghp_",
+        "Ghp_",
+        "ghx_",
+        "A",
+        "AKIA",
+        "akia",
+        "-----BEGIN ",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "-----END RSA PRIVATE KEY-----",
+        "bearer",
+        "BeArEr",
+        "Authorization: Bearer ",
+        "password",
+        "PASSWORD",
+        "api_key",
+        "API-KEY",
+        "apikey",
+        "access_token",
+        "auth-token",
+        "client_secret",
+        "secret",
+        "token",
+        "key",
+        "0123456789abcdefghij",
+        "ABCDEFGHIJKLMNOP0123",
+        "[ds4:sensitive]",
+        "[/ds4:sensitive]",
+        "[DS4:LOCAL-ONLY]",
+        "[/ds4:local-only]",
+        "[ds4:internal]",
+        "[/ds4:internal]",
+        "[ds4:private]",
+        "[ds4:",
+        "[DS4 REDACTED SECRET]",
+        "AKIAABCDEFGHIJKLMNOP",
+        "-----BEGIN PRIVATE KEY-----",
+        "-----BEGIN EC PRIVATE KEY-----",
+        "ghp_abcdefghijklmnopqrstuvwxyz",
+        "sk-abcdefghijklmnopqr",
+        "Bearer abcdefghij",
+        "password=hunter2",
+        'api_key": "x',
+    ]
+)
+TEXT = st.lists(FRAGMENTS, max_size=12).map("".join)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(TEXT, min_size=1, max_size=8),
+    provider=st.sampled_from(["openai", "ollama"]),
+    redact=st.booleans(),
+)
+def test_the_batch_screen_agrees_with_sanitizing_each_string_alone(
+    texts: list[str], provider: str, redact: bool
+) -> None:
+    policy = PrivacyPolicy(redact_secrets=redact)
+    payload = {
+        "messages": [{"role": "user", "content": text} for text in texts],
+        "tools": [{"name": "t", "description": text} for text in texts],
+    }
+    result = enforce_payload_privacy(payload, provider=provider, policy=policy)
+    destination = result.destination
+    assert destination == ("local" if provider == "ollama" else "remote")
+    expected = [sanitize_text(text, destination=destination, policy=policy) for text in texts]
+    assert [message["content"] for message in result.payload["messages"]] == [e[0] for e in expected]
+    assert [tool["description"] for tool in result.payload["tools"]] == [e[0] for e in expected]
+    assert result.blocked_blocks == 2 * sum(e[1] for e in expected)
+    assert result.secret_redactions == 2 * sum(e[2] for e in expected)
+    assert result.changed == any(e[0] != text for e, text in zip(expected, texts, strict=True))
+
+
+# The secret rules as plain regexes, each run on every text in order: the gates in front of them in
+# redact_secrets (and the faster way the credential regex is written there) must never change a result.
+REFERENCE_RULES = [
+    (
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL
+        ),
+        "[DS4 REDACTED PRIVATE KEY]",
+    ),
+    (
+        re.compile(r"(bearer)\s+(?!\[DS4 )[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE | re.ASCII),
+        r"\1 [DS4 REDACTED TOKEN]",
+    ),
+    (
+        re.compile(
+            r"(?<![A-Za-z0-9])(?:sk-ant-[A-Za-z0-9_-]{8,}|sk-[A-Za-z0-9_-]{16,}"
+            r"|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16})"
+        ),
+        "[DS4 REDACTED CREDENTIAL]",
+    ),
+    (
+        re.compile(
+            r"(api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret|password)"
+            r"([\"']?\s*[=:]\s*[\"']?)(?!\[DS4 )[^\s\"',;}\]]+",
+            re.IGNORECASE | re.ASCII,
+        ),
+        r"\1\2[DS4 REDACTED SECRET]",
+    ),
+]
+
+
+def reference_redaction(text: str) -> tuple[str, int]:
+    total = 0
+    for pattern, replacement in REFERENCE_RULES:
+        text, found = pattern.subn(replacement, text)
+        total += found
+    return text, total
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.one_of(st.lists(FRAGMENTS, max_size=16).map("".join), st.text(max_size=40)))
+def test_gated_redaction_equals_running_every_rule(text: str) -> None:
+    assert redact_secrets(text) == reference_redaction(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password" + " " * 40 + "= hunter2",
+        "x = 1, y: 2, z = 3, w: 4, v = 5, u: 6, t = 7, s: 8, r = 9, q: 10, auth_token = abc",
+        "ghp_" + "a" * 24 + " and xghp_" + "b" * 24,
+        "sk-" + "a" * 20 + "-AKIA" + "B" * 16,
+        "9sk-" + "a" * 20 + " AKIA" + "B" * 16,
+        "Authorization: Bearer abcdefghij, api_key: 'zzz'",
+        "an AWS key AKIAABCDEFGHIJKLMNOP here",
+        "key:\n-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----",
+        "-----BEGIN PRIVATE KEY-----\ntruncated",
+        "token gho_ABCDEFGHIJKLMNOPQRSTUV",
+        "client-secret:\t'abc'",
+    ],
+)
+def test_gated_redaction_on_edge_cases(text: str) -> None:
+    assert redact_secrets(text) == reference_redaction(text)
+    assert redact_secrets(text)[1] >= 1
