@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ._exceptions import PlanRestoreError
 from ._planner._engine import ContextPlan, ContextPlanner, PlanState, plan_context, restore
-from ._planner._index import fast_chars_v1
 from ._planner._types import (
     FALLBACK_MODE_BLOCKED,
     FALLBACK_MODE_NATIVE,
@@ -41,6 +40,7 @@ from ._planner._types import (
     ReceiptRecord,
     SupplementalItem,
 )
+from ._tokens import fast_chars_v1
 
 __all__ = [
     "FALLBACK_MODE_BLOCKED",

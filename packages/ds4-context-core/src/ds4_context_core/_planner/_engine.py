@@ -11,8 +11,9 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
+import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
@@ -30,6 +31,7 @@ from ds4_context_core._model import (
     ToolCallBlock,
     ToolResultBlock,
 )
+from ds4_context_core._tokens import fast_chars_v1
 from ds4_context_core.config import Ds4ContextConfig, PruningConfig, load_config
 
 from ._budget import BudgetError, compute_budget
@@ -39,7 +41,6 @@ from ._index import (
     MessageSanitizer,
     TokenEstimator,
     call_path,
-    fast_chars_v1,
     sync_index,
 )
 from ._index import normalize_tool_name as _norm
@@ -173,7 +174,86 @@ class PlanState:
         return self._compactions
 
 
-@dataclass(frozen=True, slots=True)
+class _ManifestCompletion:
+    """Completes a manifest with the figures that need estimates of history no plan sends.
+
+    A cold plan of a long history estimates only its newest messages; the native total, the
+    before-cut exclusion and a compaction's ``tokens_before`` also count the rest. They are added on
+    the first read of ``plan.manifest``, from the same estimates an eager pass would have made, so
+    the manifest is the same value either way. Thread-safe; the result is kept.
+    """
+
+    __slots__ = (
+        "_before_cut",
+        "_cut",
+        "_fixed",
+        "_index",
+        "_lock",
+        "_partial",
+        "_size",
+        "_skipped",
+        "_value",
+    )
+
+    def __init__(
+        self,
+        partial: PlanManifest,
+        index: HistoryIndex,
+        *,
+        size: int,
+        fixed: int,
+        cut: int,
+        skipped: tuple[int, int] | None,
+        before_cut: tuple[int, int, str, str] | None,
+    ) -> None:
+        self._partial = partial
+        self._index = index
+        self._size = size
+        self._fixed = fixed
+        self._cut = cut
+        self._skipped = skipped
+        self._before_cut = before_cut
+        self._lock = threading.Lock()
+        self._value: PlanManifest | None = None
+
+    def __call__(self) -> PlanManifest:
+        value = self._value
+        if value is not None:
+            return value
+        with self._lock:
+            if self._value is None:
+                self._value = self._complete()
+            return self._value
+
+    def _complete(self) -> PlanManifest:
+        partial, index = self._partial, self._index
+        native = self._fixed + index.prefix(self._size)
+        exclusions = partial.exclusions
+        if self._before_cut is not None:
+            count, tokens, first, last = self._before_cut
+            exclusion = PlanExclusion(
+                reason="before-cut",
+                count=count,
+                tokens=index.prefix(self._cut) + tokens,
+                first_message_id=first,
+                last_message_id=last,
+            )
+            exclusions = (*exclusions, exclusion)
+        compaction = partial.compaction
+        if compaction is not None and self._skipped is not None:
+            start, end = self._skipped
+            skipped = index.prefix(end) - index.prefix(start)
+            compaction = msgspec.structs.replace(compaction, tokens_before=compaction.tokens_before + skipped)
+        return msgspec.structs.replace(
+            partial,
+            native_tokens=native,
+            saved_tokens=native - partial.planned_tokens,
+            exclusions=exclusions,
+            compaction=compaction,
+        )
+
+
+@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)
 class ContextPlan:
     """The provider-facing messages of one model call and why each one is there.
 
@@ -183,22 +263,71 @@ class ContextPlan:
     messages: tuple[CanonicalMessage, ...]
     items: tuple[PlanItem, ...]
     budget: PlanBudget
-    manifest: PlanManifest
-    state: PlanState = field(repr=False, compare=False)
-    _restore: Mapping[str, tuple[CanonicalMessage, ...]] = field(
-        repr=False, compare=False, default_factory=dict
-    )
-    _source: tuple[CanonicalMessage, ...] = field(repr=False, compare=False, default=())
-    _positions: Mapping[str, int] | None = field(repr=False, compare=False, default=None)
+    # A manifest, or what completes one on first read (see ``_ManifestCompletion``).
+    _manifest: PlanManifest | _ManifestCompletion
+    state: PlanState
+    _restore: Mapping[str, tuple[CanonicalMessage, ...]]
+    _source: tuple[CanonicalMessage, ...]
+    _positions: Mapping[str, int] | None
+    _fallback: PlanFallback | None
+
+    def __init__(
+        self,
+        messages: tuple[CanonicalMessage, ...],
+        items: tuple[PlanItem, ...],
+        budget: PlanBudget,
+        manifest: PlanManifest | _ManifestCompletion,
+        state: PlanState,
+        _restore: Mapping[str, tuple[CanonicalMessage, ...]] | None = None,
+        _source: tuple[CanonicalMessage, ...] = (),
+        _positions: Mapping[str, int] | None = None,
+    ) -> None:
+        fields = {
+            "messages": messages,
+            "items": items,
+            "budget": budget,
+            "_manifest": manifest,
+            "state": state,
+            "_restore": {} if _restore is None else _restore,
+            "_source": _source,
+            "_positions": _positions,
+            # A deferred manifest is never a fallback: those are always built complete.
+            "_fallback": manifest.fallback if isinstance(manifest, PlanManifest) else None,
+        }
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def manifest(self) -> PlanManifest:
+        """What is in, what is out, and why (completed on first read; see ``_ManifestCompletion``)."""
+        manifest = self._manifest
+        return manifest if isinstance(manifest, PlanManifest) else manifest()
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.messages, self.items, self.budget, self.manifest)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"ContextPlan(messages={self.messages!r}, items={self.items!r}, budget={self.budget!r}, "
+            f"manifest={self.manifest!r})"
+        )
 
     @property
     def fallback(self) -> PlanFallback | None:
-        return self.manifest.fallback
+        return self._fallback
 
     @property
     def ok(self) -> bool:
         """True when the plan was built normally (no fallback)."""
-        return self.manifest.fallback is None
+        return self._fallback is None
 
     def encode(self) -> bytes:
         """Stable JSON bytes of messages, items, budget and manifest (not the state)."""
@@ -337,6 +466,11 @@ class _Run:
         self.tail_root = 0
         self.unit_tokens: dict[int, int] = {}
         self._dropped_supplements: list[str] = []
+        # Parts of the manifest that need estimates of never-sent history, completed on first read:
+        # the span skipped unestimated before a compaction, and the before-cut exclusion as
+        # (count, tokens apart from the prefix sum up to the cut, first id, last id).
+        self.skipped_span: tuple[int, int] | None = None
+        self.before_cut: tuple[int, int, str, str] | None = None
 
     # -- inputs ----------------------------------------------------------------------------------
 
@@ -427,8 +561,8 @@ class _Run:
         return chosen
 
     def _unit_tokens_original(self, root: int) -> int:
-        tokens = self.index.tokens
-        return sum(tokens[p] for p in self.index.unit_members(root))
+        token = self.index.token
+        return sum(token(p) for p in self.index.unit_members(root))
 
     def _supplements(
         self, anchor: CanonicalMessage
@@ -585,18 +719,21 @@ class _Run:
         that point by bisection keeps a cold plan of a long history from walking all of it twice.
         """
         index = self.index
-        cumulative = index.cumulative
         limit = _PRE_CUT_FACTOR * max(self._goal(), 1)
-        span = cumulative[self.n] - cumulative[self.cut]
-        if span <= limit:
-            return 0
-        tokens = index.tokens
-        saved = sum(tokens[p] - trim.tokens for p, trim in self.trims.items())
+        saved = sum(index.token(p) - trim.tokens for p, trim in self.trims.items())
         saved += sum(receipt.original_tokens - receipt.tokens for receipt in self.receipts.values())
-        if span - saved <= limit:
-            return 0
+        # Estimate newest first, only until the answer is certain: all the way down to the cut, or
+        # until even with every earlier saving the newer messages alone pass the limit.
+        index.ensure_known(self.cut, over=limit + saved)
+        cumulative = index.cumulative
+        known = max(self.cut, index.known_from)
+        if known == self.cut:
+            span = cumulative[self.n] - cumulative[self.cut]
+            if span <= limit or span - saved <= limit:
+                return 0
         # Earlier decisions only shrink the window, so the raw bisection point is a safe lower bound.
-        target = bisect.bisect_left(cumulative, cumulative[self.n] - limit, lo=self.cut)
+        # Every position below ``known`` has more than ``limit`` after it, so the search starts there.
+        target = bisect.bisect_left(cumulative, cumulative[self.n] - limit, lo=known)
         parent = index.parent
         while target < self.n and parent[target] >= 0 and index.find(target) != target:
             target += 1
@@ -624,7 +761,11 @@ class _Run:
         budget = self.budget
         unit_tokens = self.unit_tokens
         index = self.index
-        before = usage + index.cumulative[self.cut] - index.cumulative[self.cut - jumped]
+        if self.cut - jumped >= index.known_from:
+            before = usage + index.cumulative[self.cut] - index.cumulative[self.cut - jumped]
+        else:  # the skipped history was never estimated: the manifest adds it when it is read
+            before = usage
+            self.skipped_span = (self.cut - jumped, self.cut)
         goal = self._goal()
         self.compactions += 1
         compaction_id = "ds4-compaction:" + _hash16(
@@ -1140,13 +1281,13 @@ class _Run:
                     )
                     restore_map[message.id] = (source[position],)
                 elif reason_kind is not None:
-                    message, tokens = index.view[position], index.tokens[position]
+                    message, tokens = index.view[position], index.token(position)
                     kind, reason, priority = reason_kind
                     if kind == "current-request" and position != current:
                         kind = "message"
                     score = None
                 else:
-                    message, tokens = index.view[position], index.tokens[position]
+                    message, tokens = index.view[position], index.token(position)
                     kind, priority, score = "message", PRIORITY_RECENT_TURN, None
                     reason = "recent-tail" if root >= tail_start_root else "retained-history"
                 if reason_kind is not None:
@@ -1242,12 +1383,12 @@ class _Run:
             for position in positions:
                 if position < cut:
                     incomplete_before += 1
-                    incomplete_before_tokens += index.tokens[position]
+                    incomplete_before_tokens += index.token(position)
             self.exclusions.append(
                 PlanExclusion(
                     reason=reason,
                     count=len(positions),
-                    tokens=sum(index.tokens[p] for p in positions),
+                    tokens=sum(index.token(p) for p in positions),
                     message_ids=tuple(source[p].id for p in positions[:_MAX_LISTED_IDS]),
                 )
             )
@@ -1256,25 +1397,17 @@ class _Run:
             incomplete_stragglers = [p for p in stragglers if index.find(p) in index.incomplete]
             count = cut - len(kept_before) - incomplete_before + len(stragglers) - len(incomplete_stragglers)
             tokens = (
-                index.cumulative[cut]
-                - sum(index.tokens[p] for p in kept_before)
+                -sum(index.token(p) for p in kept_before)
                 - incomplete_before_tokens
-                + sum(index.tokens[p] for p in stragglers)
-                - sum(index.tokens[p] for p in incomplete_stragglers)
+                + sum(index.token(p) for p in stragglers)
+                - sum(index.token(p) for p in incomplete_stragglers)
             )
             if count > 0:
                 skip = set(kept_before)
                 first = next((p for p in range(cut) if p not in skip), 0)
                 last = next((p for p in range(cut - 1, -1, -1) if p not in skip), cut - 1)
-                self.exclusions.append(
-                    PlanExclusion(
-                        reason="before-cut",
-                        count=count,
-                        tokens=tokens,
-                        first_message_id=source[first].id,
-                        last_message_id=source[last].id,
-                    )
-                )
+                # The prefix sum up to the cut is added when the manifest is read (always last).
+                self.before_cut = (count, tokens, source[first].id, source[last].id)
 
 
 def _shared_prefix(
@@ -1430,14 +1563,13 @@ def _plan_indexed(
         )
         for _, receipt in sorted(run.receipts.items())
     )
-    native = budget.fixed_tokens + index.cumulative[-1]
-    manifest = PlanManifest(
+    partial = PlanManifest(
         contract_version=PLAN_CONTRACT_VERSION,
         history_messages=len(messages),
         included_messages=sum(1 for item in items if item.original_index is not None),
-        native_tokens=native,
+        native_tokens=0,
         planned_tokens=total,
-        saved_tokens=native - total,
+        saved_tokens=0,
         shared_prefix_messages=shared_messages,
         shared_prefix_tokens=shared_tokens,
         exclusions=tuple(run.exclusions),
@@ -1445,6 +1577,17 @@ def _plan_indexed(
         compaction=run.compaction,
         diagnostics=tuple(diagnostics[:_MAX_DIAGNOSTICS]),
     )
+    finish = _ManifestCompletion(
+        partial,
+        index,
+        size=len(messages),
+        fixed=budget.fixed_tokens,
+        cut=run.cut,
+        skipped=run.skipped_span,
+        before_cut=run.before_cut,
+    )
+    # With every estimate already known the manifest costs nothing more: complete it now.
+    manifest: PlanManifest | _ManifestCompletion = finish() if index.known_from == 0 else finish
     budget = msgspec.structs.replace(
         budget,
         mandatory_tokens=mandatory_tokens,
@@ -1488,6 +1631,11 @@ def _fallback_plan(
     """Fail open to the native context (complete tool groups only), or closed when privacy failed."""
     out: list[CanonicalMessage] = []
     items: list[PlanItem] = []
+    if index is not None and failure.mode == FALLBACK_MODE_NATIVE and index.duplicate_id is None:
+        try:
+            index.ensure_known(0)
+        except Exception:  # an estimate that fails: as if indexing had failed, as it would have eagerly
+            index = None
     if failure.mode == FALLBACK_MODE_NATIVE and index is not None and index.duplicate_id is None:
         for position, message in enumerate(index.view):
             root = index.unit_of(position)
@@ -1499,7 +1647,7 @@ def _fallback_plan(
                     message_id=message.id,
                     kind="message",
                     reason="native-fallback",
-                    tokens=index.tokens[position],
+                    tokens=index.token(position),
                     priority=PRIORITY_RECENT_TURN,
                     original_index=position,
                     group_id=index.group_id(root),

@@ -10,26 +10,21 @@ re-planning after ``k`` appended messages touches ``k`` messages.
 from __future__ import annotations
 
 import bisect
+import operator
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import chain, compress, repeat
 from typing import Final
-
-import msgspec
 
 from ds4_context_core._groups import tool_atomic_group_id
 from ds4_context_core._model import (
-    ArtifactReferenceBlock,
     CanonicalMessage,
-    FileReferenceBlock,
-    ImageBlock,
     OpaqueProviderBlock,
-    SummaryReferenceBlock,
-    TextBlock,
-    ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
-from ds4_context_core._stable_json import stable_json
+from ds4_context_core._tokens import fast_chars_v1, flat_arguments
 
 TokenEstimator = Callable[[CanonicalMessage], int]
 MessageSanitizer = Callable[[CanonicalMessage], CanonicalMessage]
@@ -37,57 +32,29 @@ MessageSanitizer = Callable[[CanonicalMessage], CanonicalMessage]
 ORPHANED: Final = "tool-result-orphaned"
 INCOMPLETE: Final = "tool-call-incomplete"
 _PATH_KEYS: Final = ("file_path", "path", "notebook_path", "filename")
-
-_sorted_encoder = msgspec.json.Encoder(order="sorted")
-_FLAT_VALUE_TYPES: Final = frozenset({str, int, bool})
-_STRING_TYPE: Final = frozenset({str})
-
-
-def _is_flat(arguments: object) -> bool:
-    # String keys and string/int/bool values (the usual shape of tool arguments): msgspec's sorted
-    # encoding is then exactly the stable JSON, at a fraction of the cost.
-    return (
-        type(arguments) is dict
-        and set(map(type, arguments.values())) <= _FLAT_VALUE_TYPES
-        and set(map(type, arguments)) <= _STRING_TYPE
-    )
+# A first build of at least this many messages estimates tokens only where a plan needs them.
+_DEFER_FROM: Final = 256
+_FLAT_TYPES: Final = frozenset({str, int, bool})
+_get_id = operator.attrgetter("id")
+_get_blocks = operator.attrgetter("blocks")
+_get_arguments = operator.attrgetter("arguments")
+_get_call_id = operator.attrgetter("tool_call_id")
+_get_role = operator.attrgetter("role")
+_get_flags = operator.attrgetter("flags")
+_get_pinned = operator.attrgetter("pinned")
 
 
-def _argument_chars(arguments: object) -> int:
-    if _is_flat(arguments):
-        try:
-            encoded = _sorted_encoder.encode(arguments)
-        except (TypeError, ValueError, OverflowError):  # an int beyond 64 bits
-            return len(stable_json(arguments))
-        return len(encoded) if encoded.isascii() else len(encoded.decode("utf-8"))
-    return len(stable_json(arguments))
-
-
-def fast_chars_v1(message: CanonicalMessage) -> int:
-    """The ``chars-v1`` estimate, computed without a generic stable-JSON walk for plain arguments."""
-    chars = 0
-    images = 0
-    for block in message.blocks:
-        kind = type(block)
-        if kind is TextBlock:
-            chars += len(block.text)  # type: ignore[union-attr]
-        elif kind is ToolResultBlock:
-            chars += len(block.content) + len(block.tool_name)  # type: ignore[union-attr]
-        elif kind is ToolCallBlock:
-            chars += len(block.name) + _argument_chars(block.arguments)  # type: ignore[union-attr]
-        elif kind is ThinkingBlock:
-            chars += len(block.thinking)  # type: ignore[union-attr]
-        elif kind is ImageBlock:
-            images += 1
-        elif kind is FileReferenceBlock:
-            chars += len(block.path)  # type: ignore[union-attr]
-        elif kind is ArtifactReferenceBlock:
-            chars += len(block.artifact_id)  # type: ignore[union-attr]
-        elif kind is SummaryReferenceBlock:
-            chars += len(block.summary_id)  # type: ignore[union-attr]
-        elif kind is OpaqueProviderBlock:
-            chars += len(stable_json(block.value))  # type: ignore[union-attr]
-    return -(-chars // 4) + 8 + 4 * len(message.blocks) + 1024 * images
+def _plain_arguments(calls: list[ToolCallBlock]) -> bool:
+    """Whether every call's arguments are a dict of ASCII string keys and str/int/bool values, on
+    which stable JSON cannot fail (checked in C-level passes over all calls at once)."""
+    arguments = list(map(_get_arguments, calls))
+    if set(map(type, arguments)) - {dict}:
+        return False
+    try:  # joining fails on a key that is not a string
+        ascii_keys = "".join(chain.from_iterable(arguments)).isascii()
+    except TypeError:
+        return False
+    return ascii_keys and set(map(type, chain.from_iterable(map(dict.values, arguments)))) <= _FLAT_TYPES
 
 
 def call_path(call: ToolCallBlock) -> str | None:
@@ -129,8 +96,13 @@ class HistoryIndex:
         # What the provider would see: the sanitized copies, or the messages themselves.
         self.view: Sequence[CanonicalMessage] = ()
         self._sanitized: list[CanonicalMessage] = []
+        # Token estimates are exact from ``known_from`` to the end; below it an entry is -1 until asked
+        # for (``token``), so a cold plan estimates only the history it may send. ``cumulative`` holds
+        # prefix sums up to a constant: only differences between positions >= ``known_from`` mean
+        # anything (``prefix`` gives true sums).
         self.tokens: list[int] = []
         self.cumulative: list[int] = [0]
+        self.known_from = 0
         self.position_of: dict[str, int] = {}
         self.duplicate_id: str | None = None
         self.user_positions: list[int] = []
@@ -193,6 +165,46 @@ class HistoryIndex:
     def current_request(self) -> int | None:
         return self.user_positions[-1] if self.user_positions else None
 
+    # -- token estimates -------------------------------------------------------------------------
+
+    def token(self, position: int) -> int:
+        """The estimate of one message, computed on first use when it lies below ``known_from``."""
+        tokens = self.tokens[position]
+        if tokens < 0:
+            with self.lock:
+                tokens = fast_chars_v1(self.source[position])
+                self.tokens[position] = tokens
+        return tokens
+
+    def ensure_known(self, position: int, over: float | None = None) -> None:
+        """Lower ``known_from`` towards ``position``, newest first; with ``over``, stop as soon as the
+        tokens from ``known_from`` to the end pass it (what lies further back cannot matter then)."""
+        if self.known_from <= position:
+            return
+        with self.lock:
+            tokens, cumulative, source = self.tokens, self.cumulative, self.source
+            end = cumulative[len(source)]
+            known = self.known_from
+            running = cumulative[known]
+            while known > position:
+                if over is not None and end - running > over:
+                    break
+                known -= 1
+                estimate = tokens[known]
+                if estimate < 0:
+                    estimate = fast_chars_v1(source[known])
+                    tokens[known] = estimate
+                running -= estimate
+                cumulative[known] = running
+            self.known_from = known
+
+    def prefix(self, position: int) -> int:
+        """True sum of the estimates of the messages before ``position`` (estimates everything)."""
+        self.ensure_known(0)
+        return self.cumulative[position] - self.cumulative[0]
+
+    # -- building --------------------------------------------------------------------------------
+
     def extend(self, messages: tuple[CanonicalMessage, ...]) -> None:
         """Index ``messages[len(self):]``; ``messages`` must start with the indexed prefix."""
         try:
@@ -206,11 +218,103 @@ class HistoryIndex:
         self.source = messages
         self.view = messages if self.sanitizer is None else self._sanitized
 
-    def _extend(self, messages: tuple[CanonicalMessage, ...]) -> None:  # noqa: PLR0915 - one hot loop
-        # One tight loop on purpose: this is the only per-message work of a cold plan.
+    def _extend(self, messages: tuple[CanonicalMessage, ...]) -> None:
+        start = len(self.source)
+        # Only a large first build of the default estimator defers estimates: an append is estimated
+        # at once (it is what the next plan sends), and a caller's estimator must fail at index time.
+        deferred = (
+            start == 0
+            and len(messages) >= _DEFER_FROM
+            and self.estimator is fast_chars_v1
+            and self.sanitizer is None
+        )
+        if not (deferred and self._extend_plain(messages)):
+            self._extend_general(messages, deferred)
+        if deferred:
+            self.known_from = len(messages)
+            self.cumulative = [0] * (len(messages) + 1)
+
+    def _extend_plain(self, messages: tuple[CanonicalMessage, ...]) -> bool:
+        """A first build of a well-formed history in whole-list passes that iterate in C (``map``,
+        ``compress``, ``chain``): a cold plan of a long history is mostly this, so per-message Python
+        bytecode is what it must avoid.
+
+        Returns False, having changed nothing, when the history has anything unusual (a foreign
+        object, a duplicate id or call id, a result before its call, a message answering two steps
+        or mixing calls and results, odd arguments or blocks); the general loop then handles it.
+        """
+        if set(map(type, messages)) != {CanonicalMessage}:
+            return False
+        size = len(messages)
+        position_of = dict(zip(map(_get_id, messages), range(size), strict=False))
+        if len(position_of) != size:
+            return False
+        block_lists = list(map(_get_blocks, messages))
+        blocks = list(chain.from_iterable(block_lists))
+        owners = list(chain.from_iterable(map(repeat, range(size), map(len, block_lists))))
+        kinds = list(map(type, blocks))
+        if OpaqueProviderBlock in set(kinds):
+            return False  # stable JSON of an opaque value may fail: estimate those at index time
+        is_call = list(map(operator.is_, kinds, repeat(ToolCallBlock)))
+        is_result = list(map(operator.is_, kinds, repeat(ToolResultBlock)))
+        calls: list[ToolCallBlock] = list(compress(blocks, is_call))
+        call_positions = list(compress(owners, is_call))
+        results: list[ToolResultBlock] = list(compress(blocks, is_result))
+        result_positions = list(compress(owners, is_result))
+        if not _plain_arguments(calls):
+            return False  # arguments whose stable JSON could fail are estimated at index time
+        call_ids = list(map(_get_id, calls))
+        callers = dict(zip(call_ids, call_positions, strict=False))
+        if len(callers) != len(call_ids):
+            return False
+        result_ids = list(map(_get_call_id, results))
+        roots = list(map(callers.get, result_ids))
+        answering = set(result_positions)
+        if (
+            None in roots
+            or not all(map(operator.lt, roots, result_positions))  # type: ignore[arg-type]
+            or not answering.isdisjoint(call_positions)
+        ):
+            return False
+        if len(answering) != len(result_positions) and len(
+            set(zip(result_positions, roots, strict=False))
+        ) != len(answering):
+            return False  # one message answering two steps joins them: the general loop's job
+        stepping = list(dict.fromkeys(call_positions))
+        members = dict(zip(stepping, map(list, zip(stepping, strict=True)), strict=True))
+        answer_root: dict[int, int] = dict(zip(result_positions, roots, strict=True))  # type: ignore[arg-type]
+        # Result messages in order, each appended once to its step (all of this iterates in C).
+        deque(map(list.append, map(members.__getitem__, answer_root.values()), answer_root), maxlen=0)
+        roots_of = dict(zip(stepping, stepping, strict=True))
+        roots_of.update(answer_root)
+        parent = list(map(roots_of.get, range(size), repeat(-1)))
+        answered = set(result_ids)
+        open_calls = dict.fromkeys(call_positions, 0)
+        for call_id in callers.keys() - answered:
+            open_calls[callers[call_id]] += 1
+        users = compress(range(size), map(operator.eq, map(_get_role, messages), repeat("user")))
+        self.user_positions = [
+            position
+            for position in users
+            if not messages[position].flags.synthetic and position not in answering
+        ]
+        self.pinned = list(compress(range(size), map(_get_pinned, map(_get_flags, messages))))
+        self.position_of = position_of
+        self.parent = parent
+        self.members = members
+        self.callers = callers
+        self.answered = answered
+        self.open_calls = open_calls
+        self.incomplete = {root: INCOMPLETE for root, left in open_calls.items() if left}
+        self.tokens = [-1] * size
+        return True
+
+    def _extend_general(  # noqa: PLR0915 - one hot loop
+        self, messages: tuple[CanonicalMessage, ...], deferred: bool
+    ) -> None:
         sanitizer = self.sanitizer
         estimator = self.estimator
-        inline_estimate = estimator is fast_chars_v1
+        default_estimator = estimator is fast_chars_v1
         sanitized, token_list, cumulative = self._sanitized, self.tokens, self.cumulative
         position_of, user_positions = self.position_of, self.user_positions
         parent, members = self.parent, self.members
@@ -237,20 +341,13 @@ class HistoryIndex:
                     raise HistoryIndexError(
                         "privacy-sanitizer-failed", "the sanitizer must keep the message id"
                     )
-            blocks = message.blocks
-            chars = 0
-            images = 0
             root = -1
             has_result = False
-            for block in blocks:
+            unusual = False
+            for block in message.blocks:
                 kind = type(block)
-                if kind is TextBlock:
-                    chars += len(block.text)  # type: ignore[union-attr]
-                elif kind is ToolResultBlock:
+                if kind is ToolResultBlock:
                     has_result = True
-                    content: str = block.content  # type: ignore[union-attr]
-                    name: str = block.tool_name  # type: ignore[union-attr]
-                    chars += len(content) + len(name)
                     call_id: str = block.tool_call_id  # type: ignore[union-attr]
                     caller = callers.get(call_id)
                     if caller is None:
@@ -277,8 +374,10 @@ class HistoryIndex:
                         open_calls[root] -= 1
                 elif kind is ToolCallBlock:
                     call: ToolCallBlock = block  # type: ignore[assignment]
-                    if inline_estimate:
-                        chars += len(call.name) + _argument_chars(call.arguments)
+                    if deferred and not (
+                        flat_arguments(call.arguments) and "".join(call.arguments).isascii()
+                    ):
+                        unusual = True
                     if root < 0:
                         root = position
                         parent.append(position)
@@ -295,21 +394,13 @@ class HistoryIndex:
                         for other in early_results[call.id]:
                             root = self._join(root, find(other))
                         bad[root] = ORPHANED
-                elif inline_estimate:
-                    if kind is ThinkingBlock:
-                        chars += len(block.thinking)  # type: ignore[union-attr]
-                    elif kind is ImageBlock:
-                        images += 1
-                    elif kind is FileReferenceBlock:
-                        chars += len(block.path)  # type: ignore[union-attr]
-                    elif kind is ArtifactReferenceBlock:
-                        chars += len(block.artifact_id)  # type: ignore[union-attr]
-                    elif kind is SummaryReferenceBlock:
-                        chars += len(block.summary_id)  # type: ignore[union-attr]
-                    elif kind is OpaqueProviderBlock:
-                        chars += len(stable_json(block.value))  # type: ignore[union-attr]
-            if inline_estimate and view is message:
-                tokens = -(-chars // 4) + 8 + 4 * len(blocks) + 1024 * images
+                elif kind is OpaqueProviderBlock:
+                    unusual = True
+            if deferred:
+                # Deferred estimates must not fail later: estimate now what stable JSON might reject.
+                tokens = fast_chars_v1(message) if unusual else -1
+            elif default_estimator and view is message:
+                tokens = fast_chars_v1(message)
             else:
                 try:
                     tokens = estimator(view)
@@ -328,8 +419,9 @@ class HistoryIndex:
             if sanitizer is not None:
                 sanitized.append(view)
             token_list.append(tokens)
-            total += tokens
-            cumulative.append(total)
+            if not deferred:
+                total += tokens
+                cumulative.append(total)
             message_id = message.id
             if position_of.setdefault(message_id, position) != position and self.duplicate_id is None:
                 self.duplicate_id = message_id

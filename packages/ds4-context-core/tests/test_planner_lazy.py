@@ -1,0 +1,128 @@
+"""A cold plan of a long history estimates only the history it may send and completes the manifest on
+first read; everything must equal what an eager pass over every message gives."""
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ds4_context_core as core
+from ds4_context_core._planner._index import HistoryIndex
+from ds4_context_core.planner import ContextPlanner, fast_chars_v1, plan_context
+
+SMALL = core.ModelDescriptor(provider="t", id="small", context_window=32_000, max_tokens=4_096)
+LARGE = core.ModelDescriptor(provider="t", id="large", context_window=128_000, max_tokens=16_384)
+
+
+def _message(entry, role, blocks, **flags):
+    return core.CanonicalMessage(
+        id=f"s:{entry}",
+        source_entry_id=entry,
+        role=role,
+        blocks=tuple(blocks),
+        provenance=core.Provenance(source="runtime-session", session_id="s", entry_id=entry),
+        flags=core.MessageFlags(**flags),
+    )
+
+
+def _history(seed, size, *, oddities=True):
+    """A long session of turns and (parallel) tool steps; with ``oddities``, also orphans, unanswered
+    calls, results answering two steps, pins, synthetic users and arguments stable JSON must walk."""
+    rng = random.Random(seed)
+    history = []
+    number = 0
+    while len(history) < size:
+        number += 1
+        roll = rng.random()
+        if roll < 0.15 or not history:
+            pinned = oddities and rng.random() < 0.03
+            text = core.TextBlock(text="please " * rng.randint(1, 400))
+            history.append(_message(f"u{number}", "user", [text], pinned=pinned))
+        elif oddities and roll < 0.18:
+            block = core.ToolResultBlock(tool_call_id=f"ghost{number}", tool_name="read", content="x" * 90)
+            history.append(_message(f"o{number}", "tool", [block]))
+        elif oddities and roll < 0.20:
+            arguments = rng.choice(
+                [{"n": 1.5}, {"nested": {"a": [1, None]}}, {"big": 2**70}, {"é": "x"}, {"t": (1, 2)}]
+            )
+            call = core.ToolCallBlock(id=f"c{number}", name="odd", arguments=arguments)
+            history.append(_message(f"a{number}", "assistant", [core.TextBlock(text="odd"), call]))
+            result = core.ToolResultBlock(tool_call_id=f"c{number}", tool_name="odd", content="ok " * 50)
+            history.append(_message(f"r{number}", "tool", [result]))
+        else:
+            calls = rng.randint(1, 3)
+            ids = [f"c{number}-{i}" for i in range(calls)]
+            name = rng.choice(["read", "grep", "bash", "edit"])
+            blocks = [core.ThinkingBlock(thinking="hmm " * rng.randint(0, 60)), core.TextBlock(text="on it")]
+            blocks += [
+                core.ToolCallBlock(id=i, name=name, arguments={"path": f"src/m{number % 7}.py"}) for i in ids
+            ]
+            history.append(_message(f"a{number}", "assistant", blocks))
+            answered = calls if not oddities or rng.random() > 0.03 else calls - 1
+            for i in ids[:answered]:
+                content = ("line error\n" if rng.random() < 0.1 else "line ok\n") * rng.randint(5, 900)
+                block = core.ToolResultBlock(tool_call_id=i, tool_name=name, content=content)
+                history.append(_message(f"r{number}-{i}", "tool", [block]))
+    return tuple(history)
+
+
+def _eager(message):
+    # Same numbers as the planner's default estimator, but not it: the planner then estimates eagerly.
+    return core.estimate_message_tokens(message)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("oddities", [False, True])
+@pytest.mark.parametrize("model", [SMALL, LARGE], ids=["small", "large"])
+def test_a_cold_plan_equals_the_eager_plan_byte_for_byte(seed, oddities, model):
+    history = _history(seed, 1_500, oddities=oddities)
+    lazy = plan_context(history, model=model, fixed_tokens=2_000, pins=[history[3].id])
+    eager = plan_context(history, model=model, fixed_tokens=2_000, pins=[history[3].id], estimator=_eager)
+    assert lazy.ok == eager.ok
+    assert lazy.manifest == eager.manifest
+    assert lazy.encode() == eager.encode()
+    assert lazy == eager
+    assert lazy.manifest.native_tokens == 2_000 + sum(map(core.estimate_message_tokens, history))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_replanning_after_a_lazy_cold_plan_equals_eager_replanning(seed):
+    history = _history(seed, 900)
+    lazy, eager = ContextPlanner(), ContextPlanner(estimator=_eager)
+    for end in [700, 701, 705, 760, 820, 900]:
+        first = lazy.plan(history[:end], model=SMALL)
+        second = eager.plan(history[:end], model=SMALL)
+        assert first.encode() == second.encode()
+
+
+def test_the_manifest_is_completed_once_and_reads_are_stable():
+    history = _history(11, 2_000, oddities=False)
+    plan = plan_context(history, model=SMALL)
+    assert plan.ok
+    first = plan.manifest
+    assert plan.manifest is first
+    assert first.native_tokens == sum(map(core.estimate_message_tokens, history))
+    assert first.saved_tokens == first.native_tokens - first.planned_tokens
+    (before_cut,) = [e for e in first.exclusions if e.reason == "before-cut"]
+    sent = {item.original_index for item in plan.items}
+    cut = plan.state.dropped_messages
+    assert before_cut.tokens == sum(
+        core.estimate_message_tokens(m) for p, m in enumerate(history[:cut]) if p not in sent
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.booleans())
+def test_the_whole_list_build_equals_the_general_loop(seed, oddities):
+    history = _history(seed, 400, oddities=oddities)
+    plain, general = HistoryIndex(fast_chars_v1, None), HistoryIndex(fast_chars_v1, None)
+    if not plain._extend_plain(history):
+        return  # something unusual: the general loop alone builds such histories
+    general._extend_general(history, True)
+    for name in ("position_of", "parent", "callers", "answered", "open_calls", "incomplete", "bad"):
+        assert getattr(plain, name) == getattr(general, name), name
+    assert plain.members == general.members
+    assert plain.user_positions == general.user_positions
+    assert plain.pinned == general.pinned
+    assert plain.duplicate_id is general.duplicate_id is None
