@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_script
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 
@@ -128,3 +128,20 @@ def test_a_failing_example_names_its_file_and_line(tmp_path: Path) -> None:
     last = caught.traceback[-1]
     assert Path(str(last.path)) == doc
     assert last.lineno + 1 == 5
+
+
+def test_relative_links_in_the_docs_resolve() -> None:
+    result = run_script("check_docs_links.py", "--root", ROOT)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_broken_relative_link_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("[ok](docs/a.md) [web](https://example.com) [anchor](#top)\n")
+    (tmp_path / "docs" / "a.md").write_text(
+        "[back](../README.md#top) [gone](missing.md)\n\n```\n[x](no.md)\n```\n"
+    )
+    result = run_script("check_docs_links.py", "--root", tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.count("error DOC001:") == 1
+    assert "docs/a.md: broken link missing.md" in result.stderr
