@@ -36,9 +36,9 @@ _PATH_KEYS: Final = ("file_path", "path", "notebook_path", "filename")
 _DEFER_FROM: Final = 256
 _FLAT_TYPES: Final = frozenset({str, int, bool})
 _get_id = operator.attrgetter("id")
-_get_blocks = operator.attrgetter("blocks")
 _get_arguments = operator.attrgetter("arguments")
 _get_call_id = operator.attrgetter("tool_call_id")
+_get_blocks = operator.attrgetter("blocks")
 _get_role = operator.attrgetter("role")
 _get_flags = operator.attrgetter("flags")
 _get_pinned = operator.attrgetter("pinned")
@@ -246,7 +246,9 @@ class HistoryIndex:
         if set(map(type, messages)) != {CanonicalMessage}:
             return False
         size = len(messages)
-        position_of = dict(zip(map(_get_id, messages), range(size), strict=False))
+        # Lists of references only: no per-message container is allocated, so the garbage collector,
+        # which a long history would otherwise wake several times, stays asleep.
+        position_of = dict(zip(map(_get_id, messages), range(size), strict=True))
         if len(position_of) != size:
             return False
         block_lists = list(map(_get_blocks, messages))
