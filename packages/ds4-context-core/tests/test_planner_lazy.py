@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ds4_context_core as core
-from ds4_context_core._planner._index import HistoryIndex
+from ds4_context_core._planner._index import sync_index
 from ds4_context_core.planner import ContextPlanner, fast_chars_v1, plan_context
 
 SMALL = core.ModelDescriptor(provider="t", id="small", context_window=32_000, max_tokens=4_096)
@@ -114,15 +114,19 @@ def test_the_manifest_is_completed_once_and_reads_are_stable():
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10_000), st.booleans())
-def test_the_whole_list_build_equals_the_general_loop(seed, oddities):
+def test_a_deferred_index_equals_an_eager_one_once_estimated(seed, oddities):
     history = _history(seed, 400, oddities=oddities)
-    plain, general = HistoryIndex(fast_chars_v1, None), HistoryIndex(fast_chars_v1, None)
-    if not plain._extend_plain(history):
-        return  # something unusual: the general loop alone builds such histories
-    general._extend_general(history, True)
-    for name in ("position_of", "parent", "callers", "answered", "open_calls", "incomplete", "bad"):
-        assert getattr(plain, name) == getattr(general, name), name
-    assert plain.members == general.members
-    assert plain.user_positions == general.user_positions
-    assert plain.pinned == general.pinned
-    assert plain.duplicate_id is general.duplicate_id is None
+    deferred = sync_index(None, history, fast_chars_v1, None)
+    eager = sync_index(None, history, _eager, None)
+    assert deferred.known_from == len(history)  # nothing estimated yet
+    for name in ("position_of", "parent", "members", "callers", "answered", "open_calls", "incomplete"):
+        assert getattr(deferred, name) == getattr(eager, name), name
+    assert deferred.user_positions == eager.user_positions
+    assert deferred.pinned == eager.pinned
+    middle = len(history) // 2
+    deferred.ensure_known(middle)
+    assert deferred.known_from == middle
+    assert deferred.tokens[middle:] == eager.tokens[middle:]
+    assert deferred.token(3) == eager.tokens[3]
+    assert [deferred.prefix(p) for p in range(len(history) + 1)] == eager.cumulative
+    assert deferred.tokens == eager.tokens

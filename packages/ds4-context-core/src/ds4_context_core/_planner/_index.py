@@ -10,11 +10,8 @@ re-planning after ``k`` appended messages touches ``k`` messages.
 from __future__ import annotations
 
 import bisect
-import operator
 import threading
-from collections import deque
 from collections.abc import Callable, Sequence
-from itertools import chain, compress, repeat
 from typing import Final
 
 from ds4_context_core._groups import tool_atomic_group_id
@@ -34,27 +31,6 @@ INCOMPLETE: Final = "tool-call-incomplete"
 _PATH_KEYS: Final = ("file_path", "path", "notebook_path", "filename")
 # A first build of at least this many messages estimates tokens only where a plan needs them.
 _DEFER_FROM: Final = 256
-_FLAT_TYPES: Final = frozenset({str, int, bool})
-_get_id = operator.attrgetter("id")
-_get_arguments = operator.attrgetter("arguments")
-_get_call_id = operator.attrgetter("tool_call_id")
-_get_blocks = operator.attrgetter("blocks")
-_get_role = operator.attrgetter("role")
-_get_flags = operator.attrgetter("flags")
-_get_pinned = operator.attrgetter("pinned")
-
-
-def _plain_arguments(calls: list[ToolCallBlock]) -> bool:
-    """Whether every call's arguments are a dict of ASCII string keys and str/int/bool values, on
-    which stable JSON cannot fail (checked in C-level passes over all calls at once)."""
-    arguments = list(map(_get_arguments, calls))
-    if set(map(type, arguments)) - {dict}:
-        return False
-    try:  # joining fails on a key that is not a string
-        ascii_keys = "".join(chain.from_iterable(arguments)).isascii()
-    except TypeError:
-        return False
-    return ascii_keys and set(map(type, chain.from_iterable(map(dict.values, arguments)))) <= _FLAT_TYPES
 
 
 def call_path(call: ToolCallBlock) -> str | None:
@@ -228,92 +204,14 @@ class HistoryIndex:
             and self.estimator is fast_chars_v1
             and self.sanitizer is None
         )
-        if not (deferred and self._extend_plain(messages)):
-            self._extend_general(messages, deferred)
+        self._walk(messages, deferred=deferred)
         if deferred:
             self.known_from = len(messages)
             self.cumulative = [0] * (len(messages) + 1)
 
-    def _extend_plain(self, messages: tuple[CanonicalMessage, ...]) -> bool:
-        """A first build of a well-formed history in whole-list passes that iterate in C (``map``,
-        ``compress``, ``chain``): a cold plan of a long history is mostly this, so per-message Python
-        bytecode is what it must avoid.
-
-        Returns False, having changed nothing, when the history has anything unusual (a foreign
-        object, a duplicate id or call id, a result before its call, a message answering two steps
-        or mixing calls and results, odd arguments or blocks); the general loop then handles it.
-        """
-        if set(map(type, messages)) != {CanonicalMessage}:
-            return False
-        size = len(messages)
-        # Lists of references only: no per-message container is allocated, so the garbage collector,
-        # which a long history would otherwise wake several times, stays asleep.
-        position_of = dict(zip(map(_get_id, messages), range(size), strict=True))
-        if len(position_of) != size:
-            return False
-        block_lists = list(map(_get_blocks, messages))
-        blocks = list(chain.from_iterable(block_lists))
-        owners = list(chain.from_iterable(map(repeat, range(size), map(len, block_lists))))
-        kinds = list(map(type, blocks))
-        if OpaqueProviderBlock in set(kinds):
-            return False  # stable JSON of an opaque value may fail: estimate those at index time
-        is_call = list(map(operator.is_, kinds, repeat(ToolCallBlock)))
-        is_result = list(map(operator.is_, kinds, repeat(ToolResultBlock)))
-        calls: list[ToolCallBlock] = list(compress(blocks, is_call))
-        call_positions = list(compress(owners, is_call))
-        results: list[ToolResultBlock] = list(compress(blocks, is_result))
-        result_positions = list(compress(owners, is_result))
-        if not _plain_arguments(calls):
-            return False  # arguments whose stable JSON could fail are estimated at index time
-        call_ids = list(map(_get_id, calls))
-        callers = dict(zip(call_ids, call_positions, strict=False))
-        if len(callers) != len(call_ids):
-            return False
-        result_ids = list(map(_get_call_id, results))
-        roots = list(map(callers.get, result_ids))
-        answering = set(result_positions)
-        if (
-            None in roots
-            or not all(map(operator.lt, roots, result_positions))  # type: ignore[arg-type]
-            or not answering.isdisjoint(call_positions)
-        ):
-            return False
-        if len(answering) != len(result_positions) and len(
-            set(zip(result_positions, roots, strict=False))
-        ) != len(answering):
-            return False  # one message answering two steps joins them: the general loop's job
-        stepping = list(dict.fromkeys(call_positions))
-        members = dict(zip(stepping, map(list, zip(stepping, strict=True)), strict=True))
-        answer_root: dict[int, int] = dict(zip(result_positions, roots, strict=True))  # type: ignore[arg-type]
-        # Result messages in order, each appended once to its step (all of this iterates in C).
-        deque(map(list.append, map(members.__getitem__, answer_root.values()), answer_root), maxlen=0)
-        roots_of = dict(zip(stepping, stepping, strict=True))
-        roots_of.update(answer_root)
-        parent = list(map(roots_of.get, range(size), repeat(-1)))
-        answered = set(result_ids)
-        open_calls = dict.fromkeys(call_positions, 0)
-        for call_id in callers.keys() - answered:
-            open_calls[callers[call_id]] += 1
-        users = compress(range(size), map(operator.eq, map(_get_role, messages), repeat("user")))
-        self.user_positions = [
-            position
-            for position in users
-            if not messages[position].flags.synthetic and position not in answering
-        ]
-        self.pinned = list(compress(range(size), map(_get_pinned, map(_get_flags, messages))))
-        self.position_of = position_of
-        self.parent = parent
-        self.members = members
-        self.callers = callers
-        self.answered = answered
-        self.open_calls = open_calls
-        self.incomplete = {root: INCOMPLETE for root, left in open_calls.items() if left}
-        self.tokens = [-1] * size
-        return True
-
-    def _extend_general(  # noqa: PLR0915 - one hot loop
-        self, messages: tuple[CanonicalMessage, ...], deferred: bool
-    ) -> None:
+    def _walk(self, messages: tuple[CanonicalMessage, ...], *, deferred: bool) -> None:  # noqa: PLR0915
+        # One tight loop on purpose: this is the only per-message work of a cold plan, and on a long
+        # history it is bound by memory traffic, so every message is read once.
         sanitizer = self.sanitizer
         estimator = self.estimator
         default_estimator = estimator is fast_chars_v1
