@@ -720,6 +720,8 @@ class _Run:
         """
         index = self.index
         limit = _PRE_CUT_FACTOR * max(self._goal(), 1)
+        if index.known_from <= self.cut and index.cumulative[self.n] - index.cumulative[self.cut] <= limit:
+            return 0  # the usual re-plan: everything since the cut is estimated and fits
         saved = sum(index.token(p) - trim.tokens for p, trim in self.trims.items())
         saved += sum(receipt.original_tokens - receipt.tokens for receipt in self.receipts.values())
         # Estimate newest first, only until the answer is certain: all the way down to the cut, or
