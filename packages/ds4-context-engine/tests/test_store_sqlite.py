@@ -8,6 +8,7 @@ import sqlite3
 import stat
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,7 @@ def test_store_is_private_wal_with_foreign_keys_and_pinned_migrations(tmp_path, 
     assert isinstance(store, DerivedStore)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    with sqlite3.connect(path) as connection:
+    with closing(sqlite3.connect(path)) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = connection.execute("SELECT version, name, checksum FROM schema_migrations").fetchall()
     assert [row[1] for row in rows] == list(SQLITE_MIGRATION_NAMES) == ["initial"]
@@ -222,7 +223,7 @@ def test_a_corrupt_database_is_deleted_and_rebuilt(tmp_path, session_path):
 def test_a_foreign_schema_checksum_is_treated_as_corruption(tmp_path, session_path):
     db = tmp_path / "state" / "derived.sqlite3"
     open_derived_store(db).close()
-    with sqlite3.connect(db) as connection:
+    with closing(sqlite3.connect(db)) as connection, connection:
         connection.execute("UPDATE schema_migrations SET checksum = 'tampered'")
     store = open_derived_store(db)
     assert store.health().events == ("derived-store-corrupt-rebuilt",)
