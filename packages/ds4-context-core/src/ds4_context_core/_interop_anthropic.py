@@ -12,11 +12,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from ._interop_common import (
+    PARTS_MARK,
     RAW_ARGUMENTS_KEY,
     MessageFactory,
     arguments_object,
+    content_blocks,
     fail,
     fields_of,
+    is_fields,
     opaque,
     own_opaque,
     reference_text,
@@ -37,7 +40,6 @@ from ._model import (
 __all__ = ["from_anthropic_messages", "to_anthropic_messages"]
 
 ANTHROPIC: Final = "anthropic"
-_PARTS_MARK: Final = "__ds4_content_parts"
 _RESULT_CONTENT: Final = "toolResultContent"
 _HINTS: Final = frozenset({"cache_control"})
 
@@ -90,14 +92,9 @@ def _result_text(content: Any) -> str:
 
 
 def _blocks(content: Any, path: str, factory: MessageFactory) -> tuple[list[CanonicalBlock], bool]:
-    if isinstance(content, str):
-        return [TextBlock(text=content)], False
-    if not isinstance(content, list):
-        raise fail("interop-content-invalid", "content must be a string or a list of blocks", path)
-    return [
-        _block(require_mapping(part, f"{path}[{i}]", "interop-content-invalid"), f"{path}[{i}]", factory)
-        for i, part in enumerate(content)
-    ], True
+    return content_blocks(
+        content, path, lambda part, part_path: _block(part, part_path, factory), parts_noun="blocks"
+    )
 
 
 def from_anthropic_messages(
@@ -117,7 +114,7 @@ def from_anthropic_messages(
         system = payload.get("system")
         if system is not None:
             blocks, as_parts = _blocks(system, "$.system", factory)
-            factory.add("system", blocks, fields={_PARTS_MARK: True} if as_parts else None)
+            factory.add("system", blocks, fields={PARTS_MARK: True} if as_parts else None)
         messages = payload.get("messages", [])
         base = "$.messages"
     else:
@@ -141,7 +138,7 @@ def from_anthropic_messages(
                 content = rest_parts
         blocks, as_parts = _blocks(content, f"{path}.content", factory)
         if as_parts:
-            fields[_PARTS_MARK] = True
+            fields[PARTS_MARK] = True
         factory.add(role, blocks, fields=fields)
     return tuple(factory.messages)
 
@@ -177,10 +174,6 @@ def _split_results(
     if not results:
         return None, rest
     return (results, {_RESULT_CONTENT: kept_content} if kept_content else {}), rest
-
-
-def _is_fields(block: CanonicalBlock) -> bool:
-    return type(block) is OpaqueProviderBlock and block.original_type == f"{ANTHROPIC}:fields"
 
 
 def _part(block: CanonicalBlock, strict: bool, kept: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -236,10 +229,14 @@ def to_anthropic_messages(messages: Iterable[CanonicalMessage], *, strict: bool 
     join_next = False
     for message in messages:
         fields = fields_of(message, ANTHROPIC)
-        as_parts = bool(fields.pop(_PARTS_MARK, False))
+        as_parts = bool(fields.pop(PARTS_MARK, False))
         kept = fields.pop(_RESULT_CONTENT, {})
         kept = kept if isinstance(kept, Mapping) else {}
-        parts = [p for b in message.blocks if not _is_fields(b) and (p := _part(b, strict, kept)) is not None]
+        parts = [
+            p
+            for b in message.blocks
+            if not is_fields(b, ANTHROPIC) and (p := _part(b, strict, kept)) is not None
+        ]
         if message.role == "system":
             system_parts.extend(parts)
             system_as_parts = system_as_parts or as_parts

@@ -14,8 +14,8 @@ Conventions every converter follows:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, TypeGuard
 
 from ._exceptions import InteropFormatError
 from ._model import (
@@ -28,6 +28,7 @@ from ._model import (
     OpaqueProviderBlock,
     Provenance,
     SummaryReferenceBlock,
+    TextBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
@@ -49,6 +50,8 @@ __all__ = [
 
 INTEROP_FORMATS: Final = ("openai-chat", "openai-responses", "anthropic")
 RAW_ARGUMENTS_KEY: Final = "__ds4_raw_arguments"
+# Kept in a fields block: string content arrived as a list of parts, so export writes a list again.
+PARTS_MARK: Final = "__ds4_content_parts"
 INTEROP_ERROR_CODES: Final = (
     "interop-message-invalid",
     "interop-role-unknown",
@@ -111,10 +114,15 @@ def arguments_object(arguments: Mapping[str, Any], path: str) -> dict[str, Any]:
     return dict(arguments)
 
 
+def is_fields(block: CanonicalBlock, fmt: str) -> TypeGuard[OpaqueProviderBlock]:
+    """Whether ``block`` is the trailing fields block that format ``fmt`` keeps message-level keys in."""
+    return type(block) is OpaqueProviderBlock and block.original_type == f"{fmt}:fields"
+
+
 def fields_of(message: CanonicalMessage, fmt: str) -> dict[str, Any]:
     """The message-level keys a format kept in its trailing fields block (empty when there is none)."""
     for block in message.blocks:
-        if type(block) is OpaqueProviderBlock and block.original_type == f"{fmt}:fields":
+        if is_fields(block, fmt):
             value = block.value
             return dict(value) if isinstance(value, Mapping) else {}
     return {}
@@ -178,6 +186,26 @@ class MessageFactory:
 
     def tool_name(self, call_id: str) -> str:
         return self.tool_names.get(call_id, "")
+
+
+def content_blocks(
+    content: Any,
+    path: str,
+    read_part: Callable[[Mapping[str, Any], str], CanonicalBlock],
+    *,
+    parts_noun: str = "parts",
+) -> tuple[list[CanonicalBlock], bool]:
+    """Blocks of a content value (a string, or a list of parts each read by ``read_part(part, path)``),
+    and whether it was a list of parts."""
+    if isinstance(content, str):
+        return [TextBlock(text=content)], False
+    if not isinstance(content, list):
+        raise fail("interop-content-invalid", f"content must be a string or a list of {parts_noun}", path)
+    blocks: list[CanonicalBlock] = []
+    for index, raw in enumerate(content):
+        part_path = f"{path}[{index}]"
+        blocks.append(read_part(require_mapping(raw, part_path, "interop-content-invalid"), part_path))
+    return blocks, True
 
 
 def opaque(fmt: str, part: Mapping[str, Any]) -> OpaqueProviderBlock:

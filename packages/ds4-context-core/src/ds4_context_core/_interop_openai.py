@@ -6,12 +6,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from ._interop_common import (
+    PARTS_MARK,
     MessageFactory,
     arguments_from_text,
     arguments_to_text,
+    content_blocks,
     data_url,
     fail,
     fields_of,
+    is_fields,
     opaque,
     own_opaque,
     parse_data_url,
@@ -34,36 +37,22 @@ __all__ = ["from_openai_chat", "from_openai_responses", "to_openai_chat", "to_op
 
 CHAT: Final = "openai-chat"
 RESPONSES: Final = "openai-responses"
-# Remembers that string content arrived as a list of parts, so export writes a list again.
-_PARTS_MARK: Final = "__ds4_content_parts"
 
 
 # ---------------------------------------------------------------- Chat Completions
 
 
-def _chat_parts(content: Any, path: str) -> tuple[list[CanonicalBlock], bool]:
-    """Blocks of a content value, and whether it was a list of parts."""
-    if isinstance(content, str):
-        return [TextBlock(text=content)], False
-    if not isinstance(content, list):
-        raise fail("interop-content-invalid", "content must be a string or a list of parts", path)
-    blocks: list[CanonicalBlock] = []
-    for index, raw in enumerate(content):
-        part = require_mapping(raw, f"{path}[{index}]", "interop-content-invalid")
-        kind = part.get("type")
-        if kind == "text" and set(part) == {"type", "text"}:
-            blocks.append(
-                TextBlock(text=require_str(part["text"], f"{path}[{index}].text", "interop-content-invalid"))
-            )
-            continue
-        image = part.get("image_url")
-        if kind == "image_url" and set(part) == {"type", "image_url"} and isinstance(image, Mapping):
-            parsed = parse_data_url(image.get("url"))
-            if parsed is not None and set(image) == {"url"}:
-                blocks.append(ImageBlock(mime_type=parsed[0], data=parsed[1]))
-                continue
-        blocks.append(opaque(CHAT, part))
-    return blocks, True
+def _chat_part(part: Mapping[str, Any], path: str) -> CanonicalBlock:
+    """One part of a list-of-parts content value; a part we do not model is kept whole as opaque."""
+    kind = part.get("type")
+    if kind == "text" and set(part) == {"type", "text"}:
+        return TextBlock(text=require_str(part["text"], f"{path}.text", "interop-content-invalid"))
+    image = part.get("image_url")
+    if kind == "image_url" and set(part) == {"type", "image_url"} and isinstance(image, Mapping):
+        parsed = parse_data_url(image.get("url"))
+        if parsed is not None and set(image) == {"url"}:
+            return ImageBlock(mime_type=parsed[0], data=parsed[1])
+    return opaque(CHAT, part)
 
 
 def _text_of(content: Any) -> str:
@@ -94,10 +83,10 @@ def from_openai_chat(
         message = require_mapping(raw, path)
         role = message.get("role")
         if role in ("system", "developer", "user"):
-            blocks, as_parts = _chat_parts(message.get("content"), f"{path}.content")
+            blocks, as_parts = content_blocks(message.get("content"), f"{path}.content", _chat_part)
             fields = {k: v for k, v in message.items() if k not in ("role", "content")}
             if as_parts:
-                fields[_PARTS_MARK] = True
+                fields[PARTS_MARK] = True
             factory.add(
                 "user" if role == "user" else "system",
                 blocks,
@@ -106,7 +95,9 @@ def from_openai_chat(
             )
         elif role == "assistant":
             content = message.get("content")
-            blocks, as_parts = ([], False) if content is None else _chat_parts(content, f"{path}.content")
+            blocks, as_parts = (
+                ([], False) if content is None else content_blocks(content, f"{path}.content", _chat_part)
+            )
             calls = message.get("tool_calls") or []
             if not isinstance(calls, list):
                 raise fail("interop-tool-call-invalid", "tool_calls must be a list", f"{path}.tool_calls")
@@ -130,7 +121,7 @@ def from_openai_chat(
                 )
             fields = {k: v for k, v in message.items() if k not in ("role", "content", "tool_calls")}
             if as_parts:
-                fields[_PARTS_MARK] = True
+                fields[PARTS_MARK] = True
             factory.add("assistant", blocks, fields=fields)
         elif role == "tool":
             call_id = require_str(
@@ -184,10 +175,6 @@ def _chat_content(
     return parts
 
 
-def _is_fields(block: CanonicalBlock, fmt: str) -> bool:
-    return type(block) is OpaqueProviderBlock and block.original_type == f"{fmt}:fields"
-
-
 def to_openai_chat(messages: Iterable[CanonicalMessage], *, strict: bool = False) -> list[dict[str, Any]]:
     """Canonical messages to Chat Completions ``messages``. Thinking is not sent (Chat has no place for
     it); opaque blocks of other formats are skipped, or raise ``interop-block-unsupported`` if ``strict``.
@@ -195,8 +182,8 @@ def to_openai_chat(messages: Iterable[CanonicalMessage], *, strict: bool = False
     out: list[dict[str, Any]] = []
     for message in messages:
         fields = fields_of(message, CHAT)
-        as_parts = bool(fields.pop(_PARTS_MARK, False))
-        blocks = [block for block in message.blocks if not _is_fields(block, CHAT)]
+        as_parts = bool(fields.pop(PARTS_MARK, False))
+        blocks = [block for block in message.blocks if not is_fields(block, CHAT)]
         results = [block for block in blocks if type(block) is ToolResultBlock]
         rest = [block for block in blocks if type(block) not in (ToolResultBlock, ThinkingBlock)]
         for result in results:
@@ -250,40 +237,17 @@ def to_openai_chat(messages: Iterable[CanonicalMessage], *, strict: bool = False
 _ASSISTANT_ITEMS: Final = ("reasoning",)
 
 
-def _responses_parts(content: Any, path: str) -> tuple[list[CanonicalBlock], bool]:
-    if isinstance(content, str):
-        return [TextBlock(text=content)], False
-    if not isinstance(content, list):
-        raise fail("interop-content-invalid", "content must be a string or a list of parts", path)
-    blocks: list[CanonicalBlock] = []
-    for index, raw in enumerate(content):
-        part = require_mapping(raw, f"{path}[{index}]", "interop-content-invalid")
-        kind = part.get("type")
-        if kind == "input_text" and set(part) == {"type", "text"}:
-            blocks.append(
-                TextBlock(text=require_str(part["text"], f"{path}[{index}].text", "interop-content-invalid"))
-            )
-            continue
-        if (
-            kind == "output_text"
-            and set(part) <= {"type", "text", "annotations"}
-            and not part.get("annotations")
-        ):
-            blocks.append(
-                TextBlock(text=require_str(part["text"], f"{path}[{index}].text", "interop-content-invalid"))
-            )
-            continue
-        if (
-            kind == "input_image"
-            and set(part) == {"type", "image_url", "detail"}
-            and part["detail"] == "auto"
-        ):
-            parsed = parse_data_url(part["image_url"])
-            if parsed is not None:
-                blocks.append(ImageBlock(mime_type=parsed[0], data=parsed[1]))
-                continue
-        blocks.append(opaque(RESPONSES, part))
-    return blocks, True
+def _responses_part(part: Mapping[str, Any], path: str) -> CanonicalBlock:
+    kind = part.get("type")
+    if kind == "input_text" and set(part) == {"type", "text"}:
+        return TextBlock(text=require_str(part["text"], f"{path}.text", "interop-content-invalid"))
+    if kind == "output_text" and set(part) <= {"type", "text", "annotations"} and not part.get("annotations"):
+        return TextBlock(text=require_str(part["text"], f"{path}.text", "interop-content-invalid"))
+    if kind == "input_image" and set(part) == {"type", "image_url", "detail"} and part["detail"] == "auto":
+        parsed = parse_data_url(part["image_url"])
+        if parsed is not None:
+            return ImageBlock(mime_type=parsed[0], data=parsed[1])
+    return opaque(RESPONSES, part)
 
 
 def from_openai_responses(
@@ -333,10 +297,10 @@ def from_openai_responses(
             role = item.get("role")
             if role not in ("user", "system", "developer", "assistant"):
                 raise fail("interop-role-unknown", "unknown message role", f"{path}.role")
-            blocks, as_parts = _responses_parts(item.get("content"), f"{path}.content")
+            blocks, as_parts = content_blocks(item.get("content"), f"{path}.content", _responses_part)
             fields = {k: v for k, v in item.items() if k not in ("role", "content")}
             if as_parts:
-                fields[_PARTS_MARK] = True
+                fields[PARTS_MARK] = True
             canonical_role = "user" if role == "user" else ("assistant" if role == "assistant" else "system")
             factory.add(
                 canonical_role,  # type: ignore[arg-type]
@@ -414,8 +378,8 @@ def to_openai_responses(
     out: list[dict[str, Any]] = []
     for message in messages:
         fields = fields_of(message, RESPONSES)
-        as_parts = bool(fields.pop(_PARTS_MARK, False))
-        blocks = [block for block in message.blocks if not _is_fields(block, RESPONSES)]
+        as_parts = bool(fields.pop(PARTS_MARK, False))
+        blocks = [block for block in message.blocks if not is_fields(block, RESPONSES)]
         whole_items = [own_opaque(block, RESPONSES) for block in blocks]
         if (
             len(blocks) == 1
