@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
@@ -165,6 +165,17 @@ def _emit(result: msgspec.Struct, as_json: bool) -> None:
         _console().print(_commands().render_rich(result))
 
 
+def _run(
+    opened: AbstractContextManager["ContextWorkspace"],
+    action: Callable[["ContextWorkspace"], msgspec.Struct],
+    as_json: bool,
+) -> None:
+    """Run one command in the workspace ``opened`` gives and print its result (rich tables, or JSON with
+    ``--json``); a :class:`Ds4ContextError` or ``OSError`` becomes ``error [code]: ...`` and exit 2."""
+    with opened as workspace:
+        _emit(_guard(lambda: action(workspace)), as_json)
+
+
 def _read_command(name: str, function: str, summary: str) -> Callable[..., None]:
     def command(
         session: SessionArgument,
@@ -178,18 +189,20 @@ def _read_command(name: str, function: str, summary: str) -> Callable[..., None]
         config: ConfigOption = None,
         as_json: JsonOption = False,
     ) -> None:
-        with _workspace(
-            session,
-            store=store,
-            no_store=no_store,
-            model=model,
-            window=window,
-            max_tokens=max_tokens,
-            leaf=leaf,
-            config=config,
-        ) as workspace:
-            action = getattr(_commands(), function)
-            _emit(_guard(lambda: action(workspace)), as_json)
+        _run(
+            _workspace(
+                session,
+                store=store,
+                no_store=no_store,
+                model=model,
+                window=window,
+                max_tokens=max_tokens,
+                leaf=leaf,
+                config=config,
+            ),
+            lambda workspace: getattr(_commands(), function)(workspace),  # noqa: PLW0108 - import on use
+            as_json,
+        )
 
     command.__name__ = name.replace("-", "_")
     command.__doc__ = summary
@@ -241,11 +254,14 @@ def compact_command(
     if not dry_run:
         # plans are projections; the session is canonical and only the host compacts it
         raise _fail("compact-write-unsupported", "ds4-context never rewrites a session; use --dry-run")
-    with _workspace(
-        session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens, leaf=leaf,
-        config=config,
-    ) as workspace:  # fmt: skip
-        _emit(_guard(lambda: _commands().context_compact_preview(workspace)), as_json)
+    _run(
+        _workspace(
+            session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens,
+            leaf=leaf, config=config,
+        ),
+        lambda workspace: _commands().context_compact_preview(workspace),
+        as_json,
+    )  # fmt: skip
 
 
 @app.command("explain", rich_help_panel=_PLAN)
@@ -263,11 +279,14 @@ def explain_command(
     as_json: JsonOption = False,
 ) -> None:
     """Why one message is in the plan, replaced by a receipt, trimmed, or left out."""
-    with _workspace(
-        session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens, leaf=leaf,
-        config=config,
-    ) as workspace:  # fmt: skip
-        _emit(_guard(lambda: _commands().context_explain(workspace, message_id)), as_json)
+    _run(
+        _workspace(
+            session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens,
+            leaf=leaf, config=config,
+        ),
+        lambda workspace: _commands().context_explain(workspace, message_id),
+        as_json,
+    )  # fmt: skip
 
 
 @app.command("restore", rich_help_panel=_PLAN)
@@ -285,11 +304,14 @@ def restore_command(
     as_json: JsonOption = False,
 ) -> None:
     """Show the originals behind a receipt or trimmed result (read-only, 4,000 characters each)."""
-    with _workspace(
-        session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens, leaf=leaf,
-        config=config,
-    ) as workspace:  # fmt: skip
-        _emit(_guard(lambda: _commands().context_restore(workspace, message_id)), as_json)
+    _run(
+        _workspace(
+            session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens,
+            leaf=leaf, config=config,
+        ),
+        lambda workspace: _commands().context_restore(workspace, message_id),
+        as_json,
+    )  # fmt: skip
 
 
 @app.command("pin", rich_help_panel=_CHANGE)
@@ -303,8 +325,11 @@ def pin_command(
     as_json: JsonOption = False,
 ) -> None:
     """Pin an entry (appends a ds4-context.pin custom entry to the session)."""
-    with _workspace(session, store=store, no_store=no_store) as workspace:
-        _emit(_guard(lambda: _commands().context_pin(workspace, entry_id, label=label)), as_json)
+    _run(
+        _workspace(session, store=store, no_store=no_store),
+        lambda workspace: _commands().context_pin(workspace, entry_id, label=label),
+        as_json,
+    )
 
 
 @app.command("unpin", rich_help_panel=_CHANGE)
@@ -317,8 +342,11 @@ def unpin_command(
     as_json: JsonOption = False,
 ) -> None:
     """Remove a pin (appends a ds4-context.unpin custom entry to the session)."""
-    with _workspace(session, store=store, no_store=no_store) as workspace:
-        _emit(_guard(lambda: _commands().context_unpin(workspace, entry_id)), as_json)
+    _run(
+        _workspace(session, store=store, no_store=no_store),
+        lambda workspace: _commands().context_unpin(workspace, entry_id),
+        as_json,
+    )
 
 
 @app.command("memory", rich_help_panel=_CHANGE)
@@ -334,8 +362,11 @@ def memory_command(
     as_json: JsonOption = False,
 ) -> None:
     """List memory items, or add or remove one (as custom entries in the session)."""
-    with _workspace(session, store=store, no_store=no_store) as workspace:
-        _emit(_guard(lambda: _commands().context_memory(workspace, add=add, remove=remove)), as_json)
+    _run(
+        _workspace(session, store=store, no_store=no_store),
+        lambda workspace: _commands().context_memory(workspace, add=add, remove=remove),
+        as_json,
+    )
 
 
 @app.command("rebuild-index", rich_help_panel=_STORE)
@@ -343,8 +374,11 @@ def rebuild_index_command(
     session: SessionArgument, store: StoreOption = None, as_json: JsonOption = False
 ) -> None:
     """Delete what the store derived from this session and replay the session file."""
-    with _workspace(session, store=store, no_store=False) as workspace:
-        _emit(_guard(lambda: _commands().context_rebuild_index(workspace)), as_json)
+    _run(
+        _workspace(session, store=store, no_store=False),
+        lambda workspace: _commands().context_rebuild_index(workspace),
+        as_json,
+    )
 
 
 @app.command("index", rich_help_panel=_STORE)
