@@ -52,6 +52,21 @@ def _arguments(raw: object) -> dict[str, Any]:
     return decoded
 
 
+class _CachedTokensDetails(msgspec.Struct):
+    """Chat's ``prompt_tokens_details`` and Responses' ``input_tokens_details`` (the same shape)."""
+
+    cached_tokens: int | None = None
+
+
+def _usage(input_tokens: int, output_tokens: int, details: _CachedTokensDetails | None) -> CompletionUsage:
+    """Both OpenAI APIs count cached tokens inside the input tokens and report them in the details."""
+    return CompletionUsage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_input_tokens=(details.cached_tokens or 0) if details else 0,
+    )
+
+
 # --- Chat Completions response shape (only the fields we read) ---------------------------------------
 
 
@@ -82,14 +97,10 @@ class _ChatChoice(msgspec.Struct):
     finish_reason: str | None = None
 
 
-class _PromptTokensDetails(msgspec.Struct):
-    cached_tokens: int | None = None
-
-
 class _ChatUsage(msgspec.Struct):
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    prompt_tokens_details: _PromptTokensDetails | None = None
+    prompt_tokens_details: _CachedTokensDetails | None = None
 
 
 class _ChatResponse(msgspec.Struct):
@@ -180,12 +191,8 @@ class OpenAIChatTransport(HttpTransport):
         )
         usage = None
         if response.usage is not None:
-            details = response.usage.prompt_tokens_details
-            usage = CompletionUsage(
-                input_tokens=response.usage.prompt_tokens,
-                output_tokens=response.usage.completion_tokens,
-                cache_read_input_tokens=(details.cached_tokens or 0) if details else 0,
-            )
+            reported = response.usage
+            usage = _usage(reported.prompt_tokens, reported.completion_tokens, reported.prompt_tokens_details)
         output = CompletionOutput(
             text=text,
             tool_calls=calls,
@@ -241,14 +248,10 @@ class _ResponsesItem(msgspec.Struct):
     arguments: str | None = None
 
 
-class _InputTokensDetails(msgspec.Struct):
-    cached_tokens: int | None = None
-
-
 class _ResponsesUsage(msgspec.Struct):
     input_tokens: int = 0
     output_tokens: int = 0
-    input_tokens_details: _InputTokensDetails | None = None
+    input_tokens_details: _CachedTokensDetails | None = None
 
 
 class _IncompleteDetails(msgspec.Struct):
@@ -413,12 +416,8 @@ class OpenAIResponsesTransport(HttpTransport):
                 )
         usage = None
         if response.usage is not None:
-            details = response.usage.input_tokens_details
-            usage = CompletionUsage(
-                input_tokens=response.usage.input_tokens,
-                output_tokens=response.usage.output_tokens,
-                cache_read_input_tokens=(details.cached_tokens or 0) if details else 0,
-            )
+            reported = response.usage
+            usage = _usage(reported.input_tokens, reported.output_tokens, reported.input_tokens_details)
         stop = response.status
         if response.incomplete_details is not None and response.incomplete_details.reason:
             stop = response.incomplete_details.reason
