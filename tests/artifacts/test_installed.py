@@ -132,3 +132,25 @@ def test_conformance_command_fails_for_a_target_that_does_not_exist() -> None:
     )
     assert result.returncode != 0
     assert "no_such_factory" in result.stdout + result.stderr
+
+
+def test_pi_session_adapter_passes_conformance_from_the_installed_wheels() -> None:
+    from ds4_context_core.conformance import run_runtime_adapter_conformance_sync  # noqa: PLC0415
+    from ds4_context_engine.pi import pi_session_conformance_factory  # noqa: PLC0415
+
+    report = run_runtime_adapter_conformance_sync(pi_session_conformance_factory())
+    assert report.passed is True, report
+
+
+def test_the_demo_runs_offline_from_the_installed_engine() -> None:
+    result = subprocess.run(
+        [str(_bin("ds4-context")), "demo"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**_clean_env(), "COLUMNS": "120"},
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    # The tour shows each layer and ends with a passing conformance run.
+    for expected in ("receipt", "restore", "conformance"):
+        assert expected in result.stdout.lower(), expected
