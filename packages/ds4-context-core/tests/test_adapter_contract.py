@@ -6,6 +6,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from ds4_context_core import AdapterArgumentError, Ds4ContextError
 from ds4_context_core._exceptions import CompletionRequestError
 from ds4_context_core.adapter import (
     ADAPTER_DIAGNOSTIC_CODES,
@@ -63,9 +64,13 @@ def test_only_transport_failures_are_retryable(code: Any) -> None:
     assert msgspec.to_builtins(fallback)["status"] == "fallback"
 
 
-def test_unknown_fallback_code_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown"):
-        completion_fallback("nope")  # type: ignore[arg-type]
+@pytest.mark.parametrize("code", ["nope", "", None, "Transport-Failed"])
+def test_unknown_fallback_code_is_refused_with_a_code(code: Any) -> None:
+    with pytest.raises(AdapterArgumentError, match="unknown") as raised:
+        completion_fallback(code)
+    assert raised.value.code == "completion-fallback-code-unknown"
+    assert isinstance(raised.value, ValueError)
+    assert isinstance(raised.value, Ds4ContextError)
 
 
 def test_results_round_trip_as_a_tagged_union() -> None:
@@ -108,8 +113,15 @@ def test_diagnostics_buffer_keeps_the_newest_and_bounds_messages() -> None:
     assert len(buffer) == 3
     buffer.clear()
     assert buffer.snapshot() == ()
-    with pytest.raises(ValueError, match="at least one"):
-        DiagnosticsBuffer(limit=0)
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 2.5, "3"])
+def test_a_diagnostics_buffer_without_room_is_refused_with_a_code(limit: Any) -> None:
+    with pytest.raises(AdapterArgumentError, match="at least one") as raised:
+        DiagnosticsBuffer(limit=limit)
+    assert raised.value.code == "diagnostics-limit-invalid"
+    assert isinstance(raised.value, ValueError)
+    assert DiagnosticsBuffer(limit=1).limit == 1
 
 
 def test_diagnostics_buffer_is_safe_across_threads() -> None:

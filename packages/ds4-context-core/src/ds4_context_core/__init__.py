@@ -8,6 +8,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import (
+    AdapterArgumentError,
     AdapterClosedError,
     CompletionRequestError,
     ConformanceError,
@@ -84,6 +85,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "HISTORY_SCHEMA_VERSION",
+    "AdapterArgumentError",
     "AdapterClosedError",
     "ArtifactReferenceBlock",
     "CanonicalBlock",

@@ -14,6 +14,8 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
+from ._exceptions import AdapterArgumentError
+
 __all__ = [
     "ADAPTER_DIAGNOSTICS_LIMIT",
     "ADAPTER_DIAGNOSTIC_CODES",
@@ -62,13 +64,18 @@ def _bounded(text: str, limit: int) -> str:
 class DiagnosticsBuffer:
     """The newest ``limit`` diagnostics, oldest first. Safe to share between threads.
 
+    ``limit`` must be an int >= 1, else :class:`~ds4_context_core.AdapterArgumentError`
+    (``diagnostics-limit-invalid``, also a ``ValueError``).
+
     ``record`` bounds the message; it does not (cannot) know what a prompt looks like, so pass fixed
     text and codes only.
     """
 
     def __init__(self, limit: int = ADAPTER_DIAGNOSTICS_LIMIT) -> None:
-        if limit < 1:
-            raise ValueError("a diagnostics buffer needs room for at least one entry")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise AdapterArgumentError(
+                "diagnostics-limit-invalid", "a diagnostics buffer needs room for at least one entry"
+            )
         self._entries: deque[AdapterDiagnostic] = deque(maxlen=limit)
         self._lock = threading.Lock()
         self._limit = limit

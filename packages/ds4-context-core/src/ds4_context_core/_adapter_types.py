@@ -19,7 +19,7 @@ from ._capabilities import (
     CapabilityNegotiation,
     CapabilityRequest,
 )
-from ._exceptions import CompletionRequestError
+from ._exceptions import AdapterArgumentError, CompletionRequestError
 from ._localkv import LocalKvDiagnostics, LocalKvOutcome, LocalKvRuntimePort
 from ._model import ModelDescriptor, RuntimeHistorySnapshot
 from ._privacy import PrivacyResult, PrivacySummary
@@ -118,9 +118,13 @@ CompletionTransport: TypeAlias = Callable[[CompletionRequest], Awaitable[Any]]
 
 
 def completion_fallback(code: CompletionFallbackCode) -> CompletionFallback:
-    """The fallback result for ``code``, with its fixed reason; only ``transport-failed`` is retryable."""
-    if code not in _FALLBACK_REASONS:
-        raise ValueError("unknown completion fallback code")
+    """The fallback result for ``code``, with its fixed reason; only ``transport-failed`` is retryable.
+
+    A code outside ``COMPLETION_FALLBACK_CODES`` raises :class:`~ds4_context_core.AdapterArgumentError`
+    (``completion-fallback-code-unknown``, also a ``ValueError``).
+    """
+    if not isinstance(code, str) or code not in _FALLBACK_REASONS:
+        raise AdapterArgumentError("completion-fallback-code-unknown", "unknown completion fallback code")
     return CompletionFallback(code=code, reason=_FALLBACK_REASONS[code], retryable=code == "transport-failed")
 
 

@@ -18,7 +18,8 @@ Where a builtin fits, the class also subclasses it, so ``except ValueError`` kee
     ├── ConformanceTargetError(ValueError)  a ``package.module:factory`` target that cannot be loaded
     ├── InteropFormatError(ValueError)      a provider-format message that cannot be converted (.path)
     ├── TokenEstimateError(ValueError)      bad calibration samples or a broken injected tokenizer
-    └── PlanRestoreError(LookupError)       ``restore(plan, id)`` for an id the plan's history lacks
+    ├── PlanRestoreError(LookupError)       ``restore(plan, id)`` for an id the plan's history lacks
+    └── AdapterArgumentError(ValueError)    an adapter helper given an argument outside the contract
 
     HistoryDecodeError also has HistoryRecordError: a record that failed to decode (.line, .path)
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AdapterArgumentError",
     "AdapterClosedError",
     "CompletionRequestError",
     "ConformanceError",
@@ -148,3 +150,11 @@ class TokenEstimateError(Ds4ContextError, ValueError):
 
 class PlanRestoreError(Ds4ContextError, LookupError):
     """``restore(plan, message_id)`` was asked for an id that the plan's history does not contain."""
+
+
+class AdapterArgumentError(Ds4ContextError, ValueError):
+    """An adapter helper was given an argument outside the contract.
+
+    Codes: ``diagnostics-limit-invalid`` (a ``DiagnosticsBuffer`` limit below 1) and
+    ``completion-fallback-code-unknown`` (a code outside ``COMPLETION_FALLBACK_CODES``).
+    """
