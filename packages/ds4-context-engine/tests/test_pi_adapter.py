@@ -14,13 +14,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ds4_context_core import AdapterClosedError, stable_hash
-from ds4_context_core.adapter import CapabilityRequest, CompletionFallback, CompletionRequest
+from ds4_context_core.adapter import (
+    EMBEDDING_PORT_VERSION,
+    CapabilityRequest,
+    CompletionFallback,
+    CompletionRequest,
+    EmbeddingPort,
+)
 from ds4_context_core.conformance import (
     assert_runtime_adapter_conformance,
     run_runtime_adapter_conformance_sync,
 )
 from ds4_context_engine._exceptions import PiSessionError, UntrustedPathError
 from ds4_context_engine.pi import (
+    PI_EMBEDDING_CAPABILITY_VERSION,
     PiSessionAdapter,
     append_pi_entry,
     pi_session_conformance_factory,
@@ -165,6 +172,19 @@ def test_capabilities_follow_the_embedding_port_and_local_kv_is_unsupported(tmp_
     assert {s.id: s.version for s in with_port.negotiate_capabilities(requests).statuses}["embeddings"] == (
         "embedding-port-v1"
     )
+
+
+def test_the_embedding_capability_uses_the_core_embedding_port(tmp_path):
+    class Port:
+        async def embed(self, texts):
+            return [[0.0] for _ in texts]
+
+    assert isinstance(Port(), EmbeddingPort)
+    assert PI_EMBEDDING_CAPABILITY_VERSION == EMBEDDING_PORT_VERSION
+    path, project = _session_in(tmp_path)
+    adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport, embedding_port=Port())
+    declaration = {d.id: d for d in adapter.capability_declarations()}["embeddings"]
+    assert (declaration.supported, declaration.version) == (True, EMBEDDING_PORT_VERSION)
 
 
 def test_shutdown_closes_reads_and_completions(tmp_path):

@@ -12,6 +12,8 @@ import msgspec
 import pytest
 from reference_helpers import RUNTIME, SESSION, make_message
 
+import ds4_context_core.adapter as core_adapter
+import ds4_context_reference_adapter as reference
 from ds4_context_core import AdapterClosedError, ModelDescriptor, TextBlock, ToolCallBlock, ToolResultBlock
 from ds4_context_core.adapter import (
     CapabilityRequest,
@@ -270,6 +272,14 @@ def test_an_embedding_port_is_declared_and_gets_sanitized_texts(history, backend
     assert CREDENTIAL not in repr(embedder.received)
     with pytest.raises(ReferenceConfigError):
         _run(backend, _adapter(history).embed, ["x"])
+
+
+def test_the_embedding_port_names_are_the_core_ones(history):
+    assert reference.EmbeddingPort is core_adapter.EmbeddingPort
+    assert reference.EMBEDDING_PORT_VERSION == core_adapter.EMBEDDING_PORT_VERSION == "embedding-port-v1"
+    assert isinstance(Embedder(), core_adapter.EmbeddingPort)
+    with pytest.raises(ReferenceConfigError):
+        _adapter(history, embedding_port=object())
 
 
 KV_HINTS = ReferenceLocalKvRequest(

@@ -27,6 +27,7 @@ from ._privacy import PrivacyResult, PrivacySummary
 __all__ = [
     "COMPLETION_FALLBACK_CODES",
     "COMPLETION_IDENTIFIER_MAX_CHARS",
+    "EMBEDDING_PORT_VERSION",
     "AdapterIdentity",
     "CompletionCompleted",
     "CompletionFallback",
@@ -34,6 +35,7 @@ __all__ = [
     "CompletionRequest",
     "CompletionResult",
     "CompletionTransport",
+    "EmbeddingPort",
     "LocalKvCapableRuntimeAdapter",
     "RuntimeAdapter",
     "complete_with_guards",
@@ -48,6 +50,8 @@ COMPLETION_FALLBACK_CODES: Final = (
     "transport-failed",
 )
 COMPLETION_IDENTIFIER_MAX_CHARS: Final = 256
+EMBEDDING_PORT_VERSION: Final = "embedding-port-v1"
+"""The ``embeddings`` capability version an adapter declares when it was given an :class:`EmbeddingPort`."""
 
 CompletionFallbackCode: TypeAlias = Literal[
     "adapter-closed", "invalid-request", "privacy-enforcement-failed", "transport-failed"
@@ -156,6 +160,19 @@ def validate_completion_request(request: Any) -> CompletionRequest:
     if not isinstance(request.payload, Mapping):
         raise CompletionRequestError("completion-request-invalid", "payload is not a mapping")
     return request
+
+
+@runtime_checkable
+class EmbeddingPort(Protocol):
+    """A host-owned embedding service (``embedding-port-v1``): one vector per input text, in order.
+
+    An adapter that is given one declares the ``embeddings`` capability as supported with version
+    :data:`EMBEDDING_PORT_VERSION`; whoever calls ``embed`` enforces privacy on the texts first.
+    """
+
+    async def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
+        """Embed ``texts`` (already privacy-enforced by the caller)."""
+        ...
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Final, TypeAlias
 
 import anyio
 import anyio.to_thread
@@ -21,6 +21,7 @@ import msgspec
 
 from ds4_context_core import AdapterClosedError, CanonicalMessage, ModelDescriptor, RuntimeHistorySnapshot
 from ds4_context_core.adapter import (
+    EMBEDDING_PORT_VERSION,
     AdapterDiagnostic,
     AdapterIdentity,
     CapabilityDeclaration,
@@ -30,6 +31,7 @@ from ds4_context_core.adapter import (
     CompletionRequest,
     CompletionResult,
     DiagnosticsBuffer,
+    EmbeddingPort,
     complete_with_guards,
     negotiate_runtime_capabilities,
 )
@@ -76,7 +78,7 @@ __all__ = [
 ]
 
 ADAPTER_NAME: Final = "ds4-context-reference-adapter"
-EMBEDDING_PORT_VERSION: Final = "embedding-port-v1"
+# EMBEDDING_PORT_VERSION and EmbeddingPort live in ds4_context_core.adapter; re-exported here unchanged.
 COMPACTION_UNSUPPORTED_REASON: Final = (
     "the reference runtime has no native compaction; its JSONL history is append-only"
 )
@@ -85,15 +87,6 @@ CONTINUATION_UNSUPPORTED_REASON: Final = (
 )
 EMBEDDINGS_UNAVAILABLE_REASON: Final = "no embedding port was injected into the reference adapter"
 LOCAL_KV_UNAVAILABLE_REASON: Final = "no local KV runtime port was injected into the reference adapter"
-
-
-@runtime_checkable
-class EmbeddingPort(Protocol):
-    """A host-owned embedding service (``embedding-port-v1``): one vector per input text, in order."""
-
-    async def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
-        """Embed ``texts``; the adapter has already enforced privacy on them."""
-        ...
 
 
 ReferenceCompletionTransport: TypeAlias = Callable[[CompletionRequest], Any | Awaitable[Any]]

@@ -11,7 +11,7 @@ import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from ds4_context_core import (
     AdapterClosedError,
@@ -21,6 +21,7 @@ from ds4_context_core import (
     stable_json,
 )
 from ds4_context_core.adapter import (
+    EMBEDDING_PORT_VERSION,
     AdapterDiagnostic,
     AdapterIdentity,
     CapabilityDeclaration,
@@ -30,6 +31,7 @@ from ds4_context_core.adapter import (
     CompletionResult,
     CompletionTransport,
     DiagnosticsBuffer,
+    EmbeddingPort,
     complete_with_guards,
     negotiate_runtime_capabilities,
 )
@@ -57,7 +59,7 @@ PI_ADAPTER_NAME: Final = "ds4-context-engine.pi"
 PI_RUNTIME_ID: Final = "pi-session"
 PI_COMPACTION_CAPABILITY_VERSION: Final = "pi-session-compact-v1"
 PI_CONTINUATION_CAPABILITY_VERSION: Final = "pi-openai-responses-continuation-v1"
-PI_EMBEDDING_CAPABILITY_VERSION: Final = "embedding-port-v1"
+PI_EMBEDDING_CAPABILITY_VERSION: Final = EMBEDDING_PORT_VERSION
 PI_LOCAL_KV_UNSUPPORTED_REASON: Final = (
     "Pi sessions run on remote or host-managed providers; no local KV port"
 )
@@ -106,8 +108,9 @@ class PiSessionAdapter:
     """A ``RuntimeAdapter`` reading one Pi session file.
 
     ``transport`` sends the sanitized request to the provider; ``model`` is the descriptor the planner
-    budgets against (``None``: no model selected). ``embedding_port`` only switches the ``embeddings``
-    capability on; the adapter never calls it itself.
+    budgets against (``None``: no model selected). ``embedding_port`` (a core
+    :class:`~ds4_context_core.adapter.EmbeddingPort`) only switches the ``embeddings`` capability on, at
+    ``EMBEDDING_PORT_VERSION``; the adapter never calls it itself.
     """
 
     def __init__(
@@ -119,7 +122,7 @@ class PiSessionAdapter:
         model: ModelDescriptor | None = None,
         leaf_id: str | None = None,
         privacy_policy: PrivacyPolicy | None = None,
-        embedding_port: Any = None,
+        embedding_port: EmbeddingPort | None = None,
         runtime_id: str = PI_RUNTIME_ID,
     ) -> None:
         self._path = Path(session_path)
