@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import ds4_context_core as core
 from ds4_context_core._planner._index import sync_index
+from ds4_context_core._tokens import flat_arguments
 from ds4_context_core.planner import ContextPlanner, fast_chars_v1, plan_context
 
 SMALL = core.ModelDescriptor(provider="t", id="small", context_window=32_000, max_tokens=4_096)
@@ -130,3 +131,80 @@ def test_a_deferred_index_equals_an_eager_one_once_estimated(seed, oddities):
     assert deferred.token(3) == eager.tokens[3]
     assert [deferred.prefix(p) for p in range(len(history) + 1)] == eager.cumulative
     assert deferred.tokens == eager.tokens
+
+
+class _Key(str):
+    pass
+
+
+class _Number(int):
+    pass
+
+
+_ODD_ARGUMENTS = [
+    {},
+    {"path": "a.py"},
+    {"n": 3, "flag": True, "text": "x"},
+    {"n": 1.5},
+    {"none": None},
+    {"nested": {"a": 1}},
+    {"list": [1]},
+    {"é": "x"},
+    {"path": "é"},
+    {1: "x"},
+    {_Key("k"): "x"},
+    {"k": _Key("x")},
+    {"k": _Number(1)},
+    {"big": 2**70},
+    {"\ud800": "x"},
+    {"a": "x", "b": 1.5},
+    {"a": "x", "é": 1},
+]
+
+
+def _old_flat_arguments(arguments):
+    # The definition before the loop: two sets of types.
+    return (
+        type(arguments) is dict
+        and set(map(type, arguments.values())) <= {str, int, bool}
+        and set(map(type, arguments)) <= {str}
+    )
+
+
+@pytest.mark.parametrize("arguments", _ODD_ARGUMENTS, ids=range(len(_ODD_ARGUMENTS)))
+def test_flat_arguments_keeps_its_meaning(arguments):
+    assert flat_arguments(arguments) is _old_flat_arguments(arguments)
+
+
+def test_a_deferred_walk_estimates_at_once_exactly_what_the_fast_path_may_not_cover():
+    history = []
+    # Leave out the lone-surrogate key: its estimate fails, so the index would refuse the history.
+    estimable = [arguments for arguments in _ODD_ARGUMENTS if "\ud800" not in arguments]
+    for number, arguments in enumerate(estimable * 20):
+        call = core.ToolCallBlock(id=f"c{number}", name="odd", arguments=arguments)
+        history.append(_message(f"a{number}", "assistant", [core.TextBlock(text="odd"), call]))
+        result = core.ToolResultBlock(tool_call_id=f"c{number}", tool_name="odd", content="ok")
+        history.append(_message(f"r{number}", "tool", [result]))
+    history = tuple(history)
+    deferred = sync_index(None, history, fast_chars_v1, None)
+    assert len(history) >= 256  # a first build this long defers its estimates
+    expected = []
+    for message in history:
+        calls = [b for b in message.blocks if type(b) is core.ToolCallBlock]
+        expected.append(
+            any(not (_old_flat_arguments(c.arguments) and "".join(c.arguments).isascii()) for c in calls)
+        )
+    assert [tokens >= 0 for tokens in deferred.tokens] == expected
+    assert any(expected)
+    assert not all(expected)
+    for position, message in enumerate(history):
+        assert deferred.token(position) == core.estimate_message_tokens(message)
+
+
+def test_a_key_stable_json_rejects_gives_a_fallback_plan_from_a_deferred_build():
+    history = list(_history(5, 600, oddities=False))
+    call = core.ToolCallBlock(id="bad", name="odd", arguments={"\ud800": "x"})
+    history.insert(10, _message("bad", "assistant", [call]))
+    plan = plan_context(tuple(history), model=SMALL)
+    assert not plan.ok
+    assert plan.fallback is not None

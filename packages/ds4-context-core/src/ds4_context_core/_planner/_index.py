@@ -21,7 +21,7 @@ from ds4_context_core._model import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ds4_context_core._tokens import fast_chars_v1, flat_arguments
+from ds4_context_core._tokens import _FLAT_VALUE_TYPES, fast_chars_v1
 
 TokenEstimator = Callable[[CanonicalMessage], int]
 MessageSanitizer = Callable[[CanonicalMessage], CanonicalMessage]
@@ -222,7 +222,10 @@ class HistoryIndex:
         early_results, bad, incomplete = self.early_results, self.bad, self.incomplete
         group_ids = self.group_ids
         find = self.find
+        flat_types = _FLAT_VALUE_TYPES
         total = cumulative[-1]
+        if deferred:  # only a first build defers: every estimate starts unknown (-1)
+            token_list.extend([-1] * len(messages))
         for position in range(len(self.source), len(messages)):
             message = messages[position]
             if type(message) is not CanonicalMessage:
@@ -274,42 +277,57 @@ class HistoryIndex:
                         open_calls[root] -= 1
                 elif kind is ToolCallBlock:
                     call: ToolCallBlock = block  # type: ignore[assignment]
-                    if deferred and not (
-                        flat_arguments(call.arguments) and "".join(call.arguments).isascii()
-                    ):
-                        unusual = True
+                    if deferred and not unusual:
+                        # ``flat_arguments`` with ASCII keys, inlined as one loop over the (few) items:
+                        # a function call and two temporary sets per tool call cost more than the rest.
+                        arguments = call.arguments
+                        if type(arguments) is dict:
+                            for key, value in arguments.items():
+                                if type(key) is not str or type(value) not in flat_types or not key.isascii():
+                                    unusual = True
+                                    break
+                        else:
+                            unusual = True
                     if root < 0:
                         root = position
                         parent.append(position)
                         members[position] = [position]
                         open_calls[position] = 0
-                    if call.id in callers:
+                    call_id = call.id
+                    if call_id in callers:
                         bad.setdefault(root, INCOMPLETE)
-                        root = self._join(root, find(callers[call.id]))
+                        root = self._join(root, find(callers[call_id]))
                     else:
-                        callers[call.id] = position
+                        callers[call_id] = position
                         open_calls[root] += 1
-                    if early_results and call.id in early_results:
+                    if early_results and call_id in early_results:
                         # A result that came before its call can never be sent in order.
-                        for other in early_results[call.id]:
+                        for other in early_results[call_id]:
                             root = self._join(root, find(other))
                         bad[root] = ORPHANED
                 elif kind is OpaqueProviderBlock:
                     unusual = True
             if deferred:
-                # Deferred estimates must not fail later: estimate now what stable JSON might reject.
-                tokens = fast_chars_v1(message) if unusual else -1
-            elif default_estimator and view is message:
-                tokens = fast_chars_v1(message)
+                if unusual:
+                    # Deferred estimates must not fail later: estimate now what stable JSON might reject.
+                    token_list[position] = fast_chars_v1(message)
             else:
-                try:
-                    tokens = estimator(view)
-                except Exception:
-                    raise HistoryIndexError("token-estimator-failed", "the token estimator raised") from None
-                if type(tokens) is not int or tokens < 0:
-                    raise HistoryIndexError(
-                        "token-estimator-failed", "the token estimator must return an int >= 0"
-                    )
+                if default_estimator and view is message:
+                    tokens = fast_chars_v1(message)
+                else:
+                    try:
+                        tokens = estimator(view)
+                    except Exception:
+                        raise HistoryIndexError(
+                            "token-estimator-failed", "the token estimator raised"
+                        ) from None
+                    if type(tokens) is not int or tokens < 0:
+                        raise HistoryIndexError(
+                            "token-estimator-failed", "the token estimator must return an int >= 0"
+                        )
+                token_list.append(tokens)
+                total += tokens
+                cumulative.append(total)
             if root < 0:
                 parent.append(-1)
             elif open_calls[root] != 0 or root in bad:
@@ -318,10 +336,6 @@ class HistoryIndex:
                 del incomplete[root]
             if sanitizer is not None:
                 sanitized.append(view)
-            token_list.append(tokens)
-            if not deferred:
-                total += tokens
-                cumulative.append(total)
             message_id = message.id
             if position_of.setdefault(message_id, position) != position and self.duplicate_id is None:
                 self.duplicate_id = message_id
