@@ -8,7 +8,7 @@ coroutines run by anyio, so an adapter works under asyncio and trio alike.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
@@ -21,17 +21,22 @@ from ._capabilities import (
 )
 from ._exceptions import AdapterArgumentError, CompletionRequestError
 from ._localkv import LocalKvDiagnostics, LocalKvOutcome, LocalKvRuntimePort
-from ._model import ModelDescriptor, RuntimeHistorySnapshot
+from ._model import CanonicalMessage, ModelDescriptor, RuntimeHistorySnapshot
 from ._privacy import PrivacyResult, PrivacySummary
+
+if TYPE_CHECKING:  # the planner pulls in pydantic; ``from_plan`` imports it only when called
+    from .planner import ContextPlan
 
 __all__ = [
     "COMPLETION_FALLBACK_CODES",
     "COMPLETION_IDENTIFIER_MAX_CHARS",
+    "COMPLETION_PAYLOAD_FORMATS",
     "EMBEDDING_PORT_VERSION",
     "AdapterIdentity",
     "CompletionCompleted",
     "CompletionFallback",
     "CompletionFallbackCode",
+    "CompletionPayloadFormat",
     "CompletionRequest",
     "CompletionResult",
     "CompletionTransport",
@@ -52,6 +57,10 @@ COMPLETION_FALLBACK_CODES: Final = (
 COMPLETION_IDENTIFIER_MAX_CHARS: Final = 256
 EMBEDDING_PORT_VERSION: Final = "embedding-port-v1"
 """The ``embeddings`` capability version an adapter declares when it was given an :class:`EmbeddingPort`."""
+
+COMPLETION_PAYLOAD_FORMATS: Final = ("canonical", "openai-chat", "openai-responses", "anthropic")
+CompletionPayloadFormat: TypeAlias = Literal["canonical", "openai-chat", "openai-responses", "anthropic"]
+"""How ``CompletionRequest.from_plan`` writes a plan's messages into the payload."""
 
 CompletionFallbackCode: TypeAlias = Literal[
     "adapter-closed", "invalid-request", "privacy-enforcement-failed", "transport-failed"
@@ -88,6 +97,70 @@ class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel
         """The same request carrying another payload (for example the sanitized one)."""
         return CompletionRequest(provider=self.provider, model=self.model, payload=payload)
 
+    @classmethod
+    def from_plan(
+        cls,
+        plan: ContextPlan,
+        *,
+        model: ModelDescriptor | str | None,
+        provider: str | None = None,
+        payload_format: CompletionPayloadFormat = "canonical",
+        extra: Mapping[str, Any] | None = None,
+        native_fallback: bool = False,
+    ) -> CompletionRequest:
+        """The request for a plan's provider-facing messages (``plan.messages``, in order).
+
+        ``model`` is a :class:`~ds4_context_core.ModelDescriptor` (``adapter.current_model()``; its
+        ``provider`` is the default for ``provider``) or a model id (then ``provider`` is required).
+        ``payload_format`` picks the message shape: ``canonical`` gives ``{"messages": [<canonical message
+        as JSON builtins>, ...]}``; ``openai-chat`` ``{"messages": [...]}``, ``openai-responses``
+        ``{"input": [...]}`` and ``anthropic`` ``{"system"?: ..., "messages": [...]}`` use
+        ``ds4_context_core.interop`` (whose ``InteropFormatError`` propagates). ``extra`` adds other
+        top-level keys (tools, options); it may not repeat a key the messages use. Privacy is not
+        enforced here: ``complete()`` does that right before transport.
+
+        A fallback plan (``plan.ok`` false) raises :class:`~ds4_context_core.CompletionRequestError`:
+        ``completion-plan-blocked`` for mode ``blocked`` (send nothing, ever), ``completion-plan-fallback``
+        for mode ``native``, unless ``native_fallback=True``: then its messages (the native context,
+        complete tool groups only) are sent as they are, if there are any. A malformed argument (not a
+        plan, no model, bad ids, unknown format, colliding key) raises it with ``completion-request-invalid``.
+        """
+        from .planner import ContextPlan  # noqa: PLC0415 - pydantic only when a plan is at hand
+
+        if not isinstance(plan, ContextPlan):
+            raise CompletionRequestError("completion-request-invalid", "not a ContextPlan")
+        fallback = plan.fallback
+        if fallback is not None:
+            if fallback.mode == "blocked":
+                raise CompletionRequestError(
+                    "completion-plan-blocked",
+                    f"the plan failed closed ({fallback.code[:64]}); nothing may be sent",
+                )
+            if not native_fallback or not plan.messages:
+                raise CompletionRequestError(
+                    "completion-plan-fallback",
+                    f"the plan fell back to the native context ({fallback.code[:64]}); "
+                    "use the host's native context or pass native_fallback=True",
+                )
+        if isinstance(model, ModelDescriptor):
+            model_id: Any = model.id
+            provider = model.provider if provider is None else provider
+        elif model is None:
+            raise CompletionRequestError("completion-request-invalid", "no model selected")
+        else:
+            model_id = model
+        if provider is None:
+            raise CompletionRequestError("completion-request-invalid", "provider id is missing")
+        payload = _plan_payload(plan.messages, payload_format)
+        for key, value in (extra or {}).items():
+            if not isinstance(key, str) or key in payload:
+                raise CompletionRequestError(
+                    "completion-request-invalid",
+                    "an extra payload key is not a string or repeats a message key",
+                )
+            payload[key] = value
+        return validate_completion_request(cls(provider=provider, model=model_id, payload=payload))
+
 
 class CompletionCompleted(
     msgspec.Struct,
@@ -119,6 +192,24 @@ CompletionResult: TypeAlias = CompletionCompleted | CompletionFallback
 
 CompletionTransport: TypeAlias = Callable[[CompletionRequest], Awaitable[Any]]
 """An injected provider boundary: receives the request with its *sanitized* payload, returns the output."""
+
+
+def _plan_payload(messages: Sequence[CanonicalMessage], payload_format: str) -> dict[str, Any]:
+    if payload_format == "canonical":
+        return {"messages": msgspec.to_builtins(messages)}
+    if payload_format == "openai-chat":
+        from .interop import to_openai_chat  # noqa: PLC0415 - only the chosen format's converter
+
+        return {"messages": to_openai_chat(messages)}
+    if payload_format == "openai-responses":
+        from .interop import to_openai_responses  # noqa: PLC0415
+
+        return {"input": to_openai_responses(messages)}
+    if payload_format == "anthropic":
+        from .interop import to_anthropic_messages  # noqa: PLC0415
+
+        return dict(to_anthropic_messages(messages))
+    raise CompletionRequestError("completion-request-invalid", "unknown payload format")
 
 
 def completion_fallback(code: CompletionFallbackCode) -> CompletionFallback:

@@ -116,7 +116,12 @@ class PrivacyPolicyError(Ds4ContextError, ValueError):
 
 
 class CompletionRequestError(Ds4ContextError, ValueError):
-    """A completion request is malformed (bad provider or model id, payload not a mapping)."""
+    """A completion request an adapter must not send.
+
+    ``completion-request-invalid``: malformed (bad provider or model id, payload not a mapping, bad
+    ``from_plan`` arguments); ``completion-plan-fallback`` / ``completion-plan-blocked``:
+    ``CompletionRequest.from_plan`` was given a plan that fell back open (native) or closed (blocked).
+    """
 
 
 class ConformanceTargetError(Ds4ContextError, ValueError):
