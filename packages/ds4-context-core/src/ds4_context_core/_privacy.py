@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping
-from itertools import accumulate
-from operator import itemgetter
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import accumulate, chain, compress, repeat
+from operator import or_
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
@@ -116,6 +116,7 @@ _KEY_KIND: Final[dict[str, bool]] = {
     **dict.fromkeys(PRIVACY_STRUCTURAL_KEYS, False),
     **dict.fromkeys(PRIVACY_CONTENT_KEYS, True),
 }
+_CLEAN_KEY: Final = 2  # in a walk's own copy of _KEY_KIND: inherits, and sanitizing leaves it as it is
 
 # The literal "[" prefix lets the regex engine skip quickly to candidate positions.
 # A tag naming an unknown level (a typo such as ``[ds4:private]``) is still a tag, and is treated as
@@ -430,64 +431,91 @@ def _key_text(key: Any) -> str:
 
 # The batch screen. Every rule needs one of a few characters that `str.find` locates with memchr, far
 # faster than any multi-character search: a marker needs "[", a PEM block and "sk-" need "-", a GitHub
-# token needs "_", an AWS key needs "K", a "password=..." pair needs "=" or ":". Each hit is confirmed by
-# a look at its neighbourhood that can only over-approximate its rule, and a string with a confirmed hit
-# runs the full rules. Only "bearer" has no such character: it is searched in an ASCII-lower-cased copy,
-# the case folding the rules use (re.ASCII).
-_DASH_NEAR: Final = re.compile(r"(?<=sk)-|-----BEGIN ")
-_UNDERSCORE_NEAR: Final = re.compile(r"(?<=gh[pousr])_")
-_K_NEAR: Final = re.compile(r"(?<=A)KIA")
-_ASCII_LOWER: Final = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
+# token needs "_", an AWS key needs "K", a "password=..." pair needs "=" or ":". The positions of each
+# character are gathered first, then confirmed all at once by C-level ``map``s over ``startswith`` /
+# ``endswith`` with bounds, so a text full of "_" or "=" costs no Python call per hit. A confirmation only
+# ever over-approximates its rule, and every string with a confirmed hit runs the full rules.
+#
+# The case-insensitive rules ("bearer", key words) are screened in a folded byte copy of the text: one
+# byte per character (anything non-ASCII becomes "?", which no such rule can match: they are re.ASCII),
+# ASCII letters lower-cased, the quotes and spaces a key word may be followed by made plain spaces, and
+# ":" made "=". So positions are the text's own, and a key word's gap is just a run of spaces.
+_SCREEN_FOLD: Final = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ" + b" \t\n\r\f\v\"'" + b":",
+    b"abcdefghijklmnopqrstuvwxyz" + b" " * 8 + b"=",
+)
+_GITHUB_HEADS: Final = ("ghp", "gho", "ghu", "ghs", "ghr")
+# What may stand right before a "=" in the folded copy for the key=value rule to match there: a key word
+# and up to three spaces, or four spaces (a longer gap: the key word is not looked for, the string is
+# flagged anyway).
+_KEY_SIGN_HEADS: Final = (
+    *(
+        f"{word}{' ' * spaces}".encode()
+        for word in ("key", "token", "secret", "password")
+        for spaces in range(4)
+    ),
+    b"    ",
+)
+_BEARER_WORD: Final = re.compile(b"bearer")  # the regex engine's literal search beats bytes.find here
+
+
+def _positions(text: str, anchor: str) -> list[int]:
+    """Every position of the one-character ``anchor`` in ``text``."""
+    found: list[int] = []
+    add = found.append
+    find = text.find
+    position = find(anchor)
+    while position >= 0:
+        add(position)
+        position = find(anchor, position + 1)
+    return found
+
+
+def _byte_positions(data: bytes, anchor: int) -> list[int]:
+    """Every position of the byte ``anchor`` in ``data``."""
+    found: list[int] = []
+    add = found.append
+    find = data.find
+    position = find(anchor)
+    while position >= 0:
+        add(position)
+        position = find(anchor, position + 1)
+    return found
+
+
+def _screen_hits(joined: str, redact: bool) -> Iterator[int]:
+    """Positions in ``joined`` around which a rule may match; every real match holds one of them."""
+    brackets = _positions(joined, "[")
+    yield from compress(brackets, map(_MARKER.match, repeat(joined), brackets))
+    if not redact:
+        return
+    dashes = _positions(joined, "-")
+    credential = map(joined.endswith, repeat("sk"), repeat(0), dashes)
+    private_key = map(joined.startswith, repeat("-----BEGIN "), dashes)
+    yield from compress(dashes, map(or_, credential, private_key))
+    underscores = _positions(joined, "_")
+    yield from compress(underscores, map(joined.endswith, repeat(_GITHUB_HEADS), repeat(0), underscores))
+    capital_ks = _positions(joined, "K")
+    yield from compress(capital_ks, map(joined.endswith, repeat("A"), repeat(0), capital_ks))
+    folded = joined.encode("ascii", "replace").translate(_SCREEN_FOLD)
+    signs = _byte_positions(folded, ord("="))
+    yield from compress(signs, map(folded.endswith, repeat(_KEY_SIGN_HEADS), repeat(0), signs))
+    for match in _BEARER_WORD.finditer(folded):
+        yield match.start()
 
 
 def _flag_strings(texts: list[str], redact: bool) -> set[int]:
     """Indices of the strings in ``texts`` that the full rules must see; no other one can change.
 
-    The strings are searched concatenated. A confirmation may then look across into a neighbour, which
-    can only flag a string needlessly, never miss one: every real hit lies wholly inside its string.
+    The strings are searched concatenated. A confirmation may look across into a neighbour, which can
+    only flag a string needlessly, never miss one: every real match lies wholly inside its string.
     """
-    joined = "".join(texts)
-    find = joined.find
-    flagged: set[int] = set()
-    ends: list[int] = []  # string i spans ends[i - 1]:ends[i]; built at the first confirmed hit
-
-    def flag(position: int) -> int:
-        """Flag the string holding ``position``; the search goes on at the next string."""
-        if not ends:
-            ends.extend(accumulate(map(len, texts)))
-        index = bisect_right(ends, position)
-        flagged.add(index)
-        return ends[index]
-
-    # Unconfirmed hits are skipped one by one up to a budget; past it every hit counts as confirmed, so
-    # text full of "_" or ":" costs a bounded number of steps.
-    budget = 2 * len(texts) + 64
-    checks: list[tuple[str, Callable[[str, int], object]]] = [("[", _MARKER.match)]
-    if redact:
-        checks += [("-", _DASH_NEAR.match), ("_", _UNDERSCORE_NEAR.match), ("K", _K_NEAR.match)]
-    for anchor, confirm in checks:
-        position = find(anchor)
-        while position >= 0:
-            if budget and not confirm(joined, position):
-                budget -= 1
-                position = find(anchor, position + 1)
-            else:
-                position = find(anchor, flag(position))
-    if not redact:
-        return flagged
-    for anchor in "=:":
-        position = find(anchor)
-        while position >= 0:
-            if not budget or _key_word_before(joined, position):
-                position = find(anchor, flag(position))
-            else:
-                budget -= 1
-                position = find(anchor, position + 1)
-    lowered = joined.lower() if joined.isascii() else joined.translate(_ASCII_LOWER)
-    position = lowered.find("bearer")
-    while position >= 0:
-        position = lowered.find("bearer", flag(position))
-    return flagged
+    hits = _screen_hits("".join(texts), redact)
+    first = next(hits, None)
+    if first is None:
+        return set()
+    ends = list(accumulate(map(len, texts)))  # string i spans ends[i - 1]:ends[i]
+    return set(map(bisect_right, repeat(ends), chain((first,), hits)))
 
 
 def _sanitize_payload(  # noqa: PLR0915 (closures keep the hot loops on fast local lookups)
@@ -499,12 +527,18 @@ def _sanitize_payload(  # noqa: PLR0915 (closures keep the hot loops on fast loc
     that the full rules must see, and only those are replaced in the new containers.
     """
     counts = _Counts()
-    pending: list[tuple[Any, Any, str]] = []  # (new container, key or index, content string)
-    remember = pending.append
-    kind_of = _KEY_KIND.get
+    # Content string i sits at owners[i][slots[i]] in the new payload (parallel lists: no tuple each).
+    texts: list[str] = []
+    owners: list[Any] = []
+    slots: list[Any] = []
+    add_text = texts.append
+    add_owner = owners.append
+    add_slot = slots.append
+    # _KEY_KIND plus, as _CLEAN_KEY, every key seen to come out of sanitizing unchanged: one lookup a key.
+    kinds: dict[str, Any] = dict(_KEY_KIND)  # values: True, False or _CLEAN_KEY
+    kind_of = kinds.get
     marker_search = _MARKER.search
     key_cache: dict[str, tuple[str, int, int]] = {}
-    clean_keys: set[str] = set()  # keys that sanitizing as content leaves unchanged
 
     def sanitized_key(key: Any, in_content: bool) -> Any:
         text = key if type(key) is str else _key_text(key)
@@ -523,7 +557,7 @@ def _sanitize_payload(  # noqa: PLR0915 (closures keep the hot loops on fast loc
             counts.blocked += blocked
             counts.redactions += redactions
         elif type(key) is str:
-            clean_keys.add(key)
+            kinds[key] = _CLEAN_KEY
         return sanitized
 
     def walk_dict(pairs: Iterable[tuple[Any, Any]], in_content: bool, depth: int) -> dict[Any, Any]:
@@ -532,19 +566,16 @@ def _sanitize_payload(  # noqa: PLR0915 (closures keep the hot loops on fast loc
         result: dict[Any, Any] = {}
         renamed = False  # once a key is rewritten, any later key may collide with it
         for key, item in pairs:
-            if type(key) is str:
-                child = kind_of(key)
-                if child is None:
-                    child = in_content
-                    if (in_content or "[" in key) and key not in clean_keys:
-                        text_key = sanitized_key(key, in_content)
-                        if text_key != key:
-                            renamed = True
-                            key = text_key  # noqa: PLW2901
-            else:
+            child = kind_of(key) if type(key) is str else None
+            if child is _CLEAN_KEY:
                 child = in_content
-                key = sanitized_key(key, in_content)  # noqa: PLW2901
-                renamed = True
+            elif child is None:
+                child = in_content
+                if in_content or type(key) is not str or "[" in key:
+                    text_key = sanitized_key(key, in_content)
+                    if text_key is not key:
+                        renamed = True
+                        key = text_key  # noqa: PLW2901
             if renamed and key in result:
                 raise PrivacyEnforcementError(
                     "privacy-key-collision", "two payload keys are identical after sanitizing"
@@ -552,7 +583,9 @@ def _sanitize_payload(  # noqa: PLR0915 (closures keep the hot loops on fast loc
             kind = type(item)
             if kind is str:
                 if child:
-                    remember((result, key, item))
+                    add_text(item)
+                    add_owner(result)
+                    add_slot(key)
                 elif "[" in item and marker_search(item):
                     item = _sanitize(item, allowed, redact, counts)  # noqa: PLW2901
             elif kind is dict:
@@ -573,7 +606,9 @@ def _sanitize_payload(  # noqa: PLR0915 (closures keep the hot loops on fast loc
             kind = type(item)
             if kind is str:
                 if in_content:
-                    remember((items, len(items), item))
+                    add_text(item)
+                    add_owner(items)
+                    add_slot(len(items))
                 elif "[" in item and marker_search(item):
                     item = _sanitize(item, allowed, redact, counts)  # noqa: PLW2901
             elif kind is dict:
@@ -617,14 +652,10 @@ def _sanitize_payload(  # noqa: PLR0915 (closures keep the hot loops on fast loc
         )
 
     sanitized = walk(payload, False, 0)
-    if pending:
-        for index in _flag_strings(list(map(_PENDING_TEXT, pending)), redact):
-            container, slot, text = pending[index]
-            container[slot] = _sanitize(text, allowed, redact, counts)
+    if texts:
+        for index in _flag_strings(texts, redact):
+            owners[index][slots[index]] = _sanitize(texts[index], allowed, redact, counts)
     return sanitized, counts
-
-
-_PENDING_TEXT: Final = itemgetter(2)
 
 
 def enforce_payload_privacy(
