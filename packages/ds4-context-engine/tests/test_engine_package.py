@@ -38,6 +38,27 @@ def test_importing_the_package_loads_neither_http_nor_sqlite_until_used():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_model_references_and_provider_types_load_without_http_until_a_transport_is_used():
+    # The CLI parses --model on every plan: that must not pay for importing httpx.
+    code = (
+        "import sys\n"
+        "from ds4_context_engine.providers import TransportRequest, parse_model_reference\n"
+        "import ds4_context_engine.runtime\n"
+        "assert parse_model_reference('openai:gpt-4.1-mini').provider == 'openai'\n"
+        "assert 'httpx' not in sys.modules\n"
+        "from ds4_context_engine.providers import OpenAIChatTransport\n"
+        "assert 'httpx' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_unknown_provider_attributes_raise_attribute_error():
+    import ds4_context_engine.providers as providers
+
+    with pytest.raises(AttributeError, match="NoSuchTransport"):
+        _ = providers.NoSuchTransport  # type: ignore[attr-defined]
+
+
 def test_unknown_attributes_still_raise_attribute_error():
     with pytest.raises(AttributeError):
         _ = ds4_context_engine.NoSuchName  # type: ignore[attr-defined]

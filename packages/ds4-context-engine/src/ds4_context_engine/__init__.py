@@ -7,8 +7,7 @@ below are the ones most hosts start from. They are imported on first use, so ``i
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._exceptions import (
     CommandError,
@@ -17,6 +16,7 @@ from ._exceptions import (
     PiSessionWriteError,
     UntrustedPathError,
 )
+from ._lazy import lazy_exports
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -74,10 +74,4 @@ _LAZY_EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY_EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY_EXPORTS, globals())

@@ -1,12 +1,15 @@
-"""Provider-side names: model references, local provider discovery and HTTP transports."""
+"""Provider-side names: model references, local provider discovery and HTTP transports.
 
-from ._anthropic import (
-    ANTHROPIC_API_VERSION,
-    ANTHROPIC_DEFAULT_BASE_URL,
-    ANTHROPIC_DEFAULT_MAX_TOKENS,
-    ANTHROPIC_MAX_CACHE_BREAKPOINTS,
-    AnthropicMessagesTransport,
-)
+The HTTP transports and local provider discovery (which need httpx) are imported on first use, so
+parsing a model reference or reading the error types stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ds4_context_engine._lazy import lazy_exports
+
 from ._convert import INTEROP_MODULE, MessageConverter
 from ._descriptors import (
     TRANSPORT_IDS,
@@ -22,45 +25,12 @@ from ._errors import (
     ModelReferenceError,
     ProviderConfigurationError,
 )
-from ._local import (
-    DISCOVERY_CACHE_TTL_S,
-    DISCOVERY_TIMEOUT_MS,
-    LMSTUDIO_DEFAULT_BASE_URL,
-    LOCAL_PROVIDER_ERROR_CODES,
-    LOCAL_PROVIDER_TYPES,
-    MAX_ADVERTISED_MODELS_DEFAULT,
-    MAX_ADVERTISED_MODELS_LIMIT,
-    OLLAMA_DEFAULT_BASE_URL,
-    LocalProviderDefinition,
-    LocalProviderDiscovery,
-    LocalProviderModels,
-    LocalProviderType,
-    is_private_host,
-    openai_api_root,
-    parse_local_provider,
-    validate_provider_base_url,
-)
 from ._model_reference import (
     MODEL_REFERENCE_ERROR_CODES,
     MODEL_REFERENCE_MAX_BYTES,
     RETIRED_MODEL_ALIASES,
     ModelReference,
     parse_model_reference,
-)
-from ._openai import (
-    OPENAI_DEFAULT_BASE_URL,
-    OpenAIChatTransport,
-    OpenAIResponsesTransport,
-    local_provider_transport,
-)
-from ._transport import (
-    DEFAULT_REQUEST_TIMEOUT_S,
-    PROVIDER_RESPONSE_MAX_BYTES,
-    HttpTransport,
-    ProviderResponseError,
-    ProviderTransportError,
-    UsageCallback,
-    parse_retry_after_ms,
 )
 from ._types import (
     FAILURE_KINDS,
@@ -77,6 +47,48 @@ from ._types import (
     TransportResult,
     UsageObservation,
 )
+
+if TYPE_CHECKING:
+    from ._anthropic import (
+        ANTHROPIC_API_VERSION,
+        ANTHROPIC_DEFAULT_BASE_URL,
+        ANTHROPIC_DEFAULT_MAX_TOKENS,
+        ANTHROPIC_MAX_CACHE_BREAKPOINTS,
+        AnthropicMessagesTransport,
+    )
+    from ._local import (
+        DISCOVERY_CACHE_TTL_S,
+        DISCOVERY_TIMEOUT_MS,
+        LMSTUDIO_DEFAULT_BASE_URL,
+        LOCAL_PROVIDER_ERROR_CODES,
+        LOCAL_PROVIDER_TYPES,
+        MAX_ADVERTISED_MODELS_DEFAULT,
+        MAX_ADVERTISED_MODELS_LIMIT,
+        OLLAMA_DEFAULT_BASE_URL,
+        LocalProviderDefinition,
+        LocalProviderDiscovery,
+        LocalProviderModels,
+        LocalProviderType,
+        is_private_host,
+        openai_api_root,
+        parse_local_provider,
+        validate_provider_base_url,
+    )
+    from ._openai import (
+        OPENAI_DEFAULT_BASE_URL,
+        OpenAIChatTransport,
+        OpenAIResponsesTransport,
+        local_provider_transport,
+    )
+    from ._transport import (
+        DEFAULT_REQUEST_TIMEOUT_S,
+        PROVIDER_RESPONSE_MAX_BYTES,
+        HttpTransport,
+        ProviderResponseError,
+        ProviderTransportError,
+        UsageCallback,
+        parse_retry_after_ms,
+    )
 
 __all__ = [
     "ANTHROPIC_API_VERSION",
@@ -142,3 +154,40 @@ __all__ = [
     "parse_retry_after_ms",
     "validate_provider_base_url",
 ]
+
+_LAZY_EXPORTS = {
+    "ANTHROPIC_API_VERSION": "_anthropic",
+    "ANTHROPIC_DEFAULT_BASE_URL": "_anthropic",
+    "ANTHROPIC_DEFAULT_MAX_TOKENS": "_anthropic",
+    "ANTHROPIC_MAX_CACHE_BREAKPOINTS": "_anthropic",
+    "AnthropicMessagesTransport": "_anthropic",
+    "DISCOVERY_CACHE_TTL_S": "_local",
+    "DISCOVERY_TIMEOUT_MS": "_local",
+    "LMSTUDIO_DEFAULT_BASE_URL": "_local",
+    "LOCAL_PROVIDER_ERROR_CODES": "_local",
+    "LOCAL_PROVIDER_TYPES": "_local",
+    "LocalProviderDefinition": "_local",
+    "LocalProviderDiscovery": "_local",
+    "LocalProviderModels": "_local",
+    "LocalProviderType": "_local",
+    "MAX_ADVERTISED_MODELS_DEFAULT": "_local",
+    "MAX_ADVERTISED_MODELS_LIMIT": "_local",
+    "OLLAMA_DEFAULT_BASE_URL": "_local",
+    "is_private_host": "_local",
+    "openai_api_root": "_local",
+    "parse_local_provider": "_local",
+    "validate_provider_base_url": "_local",
+    "OPENAI_DEFAULT_BASE_URL": "_openai",
+    "OpenAIChatTransport": "_openai",
+    "OpenAIResponsesTransport": "_openai",
+    "local_provider_transport": "_openai",
+    "DEFAULT_REQUEST_TIMEOUT_S": "_transport",
+    "HttpTransport": "_transport",
+    "PROVIDER_RESPONSE_MAX_BYTES": "_transport",
+    "ProviderResponseError": "_transport",
+    "ProviderTransportError": "_transport",
+    "UsageCallback": "_transport",
+    "parse_retry_after_ms": "_transport",
+}
+
+__getattr__ = lazy_exports(__name__, _LAZY_EXPORTS, globals())
