@@ -7,6 +7,7 @@ from importlib.metadata import version
 import pytest
 
 import ds4_context_engine
+import ds4_context_engine.providers as providers
 
 PUBLIC_MODULES = sorted(
     info.name
@@ -53,8 +54,6 @@ def test_model_references_and_provider_types_load_without_http_until_a_transport
 
 
 def test_unknown_provider_attributes_raise_attribute_error():
-    import ds4_context_engine.providers as providers
-
     with pytest.raises(AttributeError, match="NoSuchTransport"):
         _ = providers.NoSuchTransport  # type: ignore[attr-defined]
 

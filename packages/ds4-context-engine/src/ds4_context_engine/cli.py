@@ -140,12 +140,15 @@ def _workspace(
     max_tokens: int | None = None,
     leaf: str | None = None,
     config: Path | None = None,
+    retrieve: int | None = None,
 ) -> Iterator["ContextWorkspace"]:
     settings = _load_config(config)
+    commands = _commands()
+    hits = commands.RETRIEVAL_HITS_DEFAULT if retrieve is None else retrieve
 
     def open_workspace() -> "ContextWorkspace":
-        workspace: ContextWorkspace = _commands().ContextWorkspace.open(
-            session, store_path=store, no_store=no_store, config=settings, leaf_id=leaf
+        workspace: ContextWorkspace = commands.ContextWorkspace.open(
+            session, store_path=store, no_store=no_store, config=settings, leaf_id=leaf, retrieval_hits=hits
         )
         context = workspace.context
         workspace.model = _model(model, window, max_tokens, (context.provider, context.model_id))
@@ -439,12 +442,21 @@ def plan_command(
     no_store: NoStoreOption = False,
     leaf: LeafOption = None,
     config: ConfigOption = None,
+    retrieve: Annotated[
+        int | None,
+        typer.Option(
+            "--retrieve",
+            min=0,
+            help="At most this many cut messages matching the last request come back (0: none; default 4).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Plan the session for a model: what is kept, trimmed, receipted and left out, and why."""
     with _workspace(
         session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens, leaf=leaf,
-        config=config,
+        config=config, retrieve=retrieve,
     ) as workspace:  # fmt: skip
         plan = _guard(workspace.plan)
         if as_json:

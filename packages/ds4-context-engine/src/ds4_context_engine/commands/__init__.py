@@ -58,6 +58,12 @@ from ._results import (
     StorageResult,
     TokensResult,
 )
+from ._retrieval import (
+    RETRIEVAL_HITS_DEFAULT,
+    RETRIEVED_TEXT_MAX_CHARS,
+    retrieval_query_terms,
+    retrieve_history,
+)
 from ._runtime import context_adapter, context_privacy
 from ._workspace import DEFAULT_STORE_ENV, ContextWorkspace, default_store_path
 
@@ -69,6 +75,8 @@ __all__ = [
     "DEMO_SESSION_ID",
     "MEMORY_PREVIEW_CHARS",
     "RESTORE_MAX_CHARS",
+    "RETRIEVAL_HITS_DEFAULT",
+    "RETRIEVED_TEXT_MAX_CHARS",
     "AdapterResult",
     "CapabilityLine",
     "CommandResult",
@@ -119,6 +127,8 @@ __all__ = [
     "render_json",
     "render_rich",
     "render_text",
+    "retrieval_query_terms",
+    "retrieve_history",
     "run_context_command",
     "run_context_command_text",
     "write_demo_session",

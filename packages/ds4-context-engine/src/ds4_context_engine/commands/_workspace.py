@@ -15,6 +15,7 @@ from ds4_context_core.history import build_runtime_history_snapshot
 from ds4_context_core.planner import ContextPlan, PlanState, SupplementalItem, plan_context
 from ds4_context_core.privacy import PrivacyPolicy
 from ds4_context_engine._exceptions import CommandError
+from ds4_context_engine.commands._retrieval import RETRIEVAL_HITS_DEFAULT, retrieve_history
 from ds4_context_engine.pi import (
     PI_RUNTIME_ID,
     PiContext,
@@ -63,7 +64,11 @@ class ContextWorkspace:
         leaf_id: str | None = None,
         trusted_roots: Sequence[str | os.PathLike[str]] | None = None,
         privacy_policy: PrivacyPolicy | None = None,
+        retrieval_hits: int = RETRIEVAL_HITS_DEFAULT,
     ) -> None:
+        if isinstance(retrieval_hits, bool) or not isinstance(retrieval_hits, int) or retrieval_hits < 0:
+            raise CommandError("command-argument-invalid", "retrieval_hits must be an int >= 0")
+        self.retrieval_hits = retrieval_hits
         self.session_path = Path(session_path)
         self.privacy_policy = privacy_policy
         self.store = store
@@ -94,11 +99,13 @@ class ContextWorkspace:
         model: ModelDescriptor | None = None,
         leaf_id: str | None = None,
         trusted_roots: Sequence[str | os.PathLike[str]] | None = None,
+        retrieval_hits: int = RETRIEVAL_HITS_DEFAULT,
     ) -> ContextWorkspace:
         """Open a session with a SQLite store at ``store_path`` (default :func:`default_store_path`).
 
         ``no_store=True`` works from the session file alone: pins and memory are replayed from its
-        events, and the commands that report on the store itself are unavailable.
+        events, the commands that report on the store itself are unavailable and no history is retrieved.
+        ``retrieval_hits`` caps the retrieved-history supplements of a plan (0 turns retrieval off).
         """
         store = None if no_store else open_derived_store(store_path or default_store_path())
         return cls(
@@ -108,6 +115,7 @@ class ContextWorkspace:
             model=model,
             leaf_id=leaf_id,
             trusted_roots=trusted_roots,
+            retrieval_hits=retrieval_hits,
         )
 
     @property
@@ -196,7 +204,9 @@ class ContextWorkspace:
         """Plan the active branch for ``model`` (default: the workspace's model).
 
         The plan state is carried from one call to the next, so consecutive plans of a growing session
-        stay cache-stable. Each new plan's manifest is recorded in the store.
+        stay cache-stable. Each new plan's manifest is recorded in the store. With a store, when the plan
+        leaves history out, the cut messages that best match the last user message (full-text search)
+        come back as ``retrieved-history`` supplements, up to ``retrieval_hits`` of them.
         """
         descriptor = model or self.model
         if descriptor is None:
@@ -214,14 +224,26 @@ class ContextWorkspace:
             settings = self.config.model_dump()
             settings["pruning"]["dry_run"] = True
             config = settings
+        state = None if dry_run else self._plan_state
+        memory = self.memory_supplements()
         plan = plan_context(
-            context.messages,
-            model=descriptor,
-            config=config,
-            state=None if dry_run else self._plan_state,
-            pins=pinned,
-            supplemental=self.memory_supplements(),
+            context.messages, model=descriptor, config=config, state=state, pins=pinned, supplemental=memory
         )
+        cut = plan.fallback is None and plan.manifest.saved_tokens > 0
+        if self.store is not None and self.retrieval_hits and cut:
+            retrieved = retrieve_history(
+                self.store, self._session.session_id, context.messages, plan, limit=self.retrieval_hits
+            )
+            if retrieved:
+                # Planned again from the same state, so the kept history (the cached prefix) is what it was.
+                plan = plan_context(
+                    context.messages,
+                    model=descriptor,
+                    config=config,
+                    state=state,
+                    pins=pinned,
+                    supplemental=memory + retrieved,
+                )
         if not dry_run:
             self._plan_state = plan.state
             if self.store is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from ._records import (
     CalibrationSample,
@@ -30,7 +30,11 @@ class DerivedStore(Protocol):
 
     def rebuild(self, paths: Iterable[str | os.PathLike[str]]) -> tuple[IndexReport, ...]: ...
 
-    def search(self, session_id: str, query: str, *, limit: int = 10) -> tuple[SearchHit, ...]: ...
+    def search(
+        self, session_id: str, query: str, *, limit: int = 10, match: Literal["all", "any"] = "all"
+    ) -> tuple[SearchHit, ...]:
+        """Entries holding every word of ``query`` (``match="any"``: at least one), best first."""
+        ...
 
     def pins(self, session_id: str) -> tuple[PinRecord, ...]: ...
 

@@ -131,9 +131,9 @@ def _shape_of(session: PiSession, path: str) -> PiSession:
     )
 
 
-def _fts_query(text: str) -> str:
+def _fts_query(text: str, joiner: str = " ") -> str:
     terms = [term.replace('"', '""') for term in text.split() if term]
-    return " ".join(f'"{term}"' for term in terms)
+    return joiner.join(f'"{term}"' for term in terms)
 
 
 class SqliteDerivedStore:
@@ -510,10 +510,17 @@ class SqliteDerivedStore:
 
     # -- queries ----------------------------------------------------------------------------------
 
-    def search(self, session_id: str, query: str, *, limit: int = 10) -> tuple[SearchHit, ...]:
-        """Full-text search (FTS5, bm25) over one session; every term is quoted, so no query syntax."""
-        match = _fts_query(query)
-        if not match:
+    def search(
+        self, session_id: str, query: str, *, limit: int = 10, match: Literal["all", "any"] = "all"
+    ) -> tuple[SearchHit, ...]:
+        """Full-text search (FTS5, bm25) over one session; every term is quoted, so no query syntax.
+
+        ``match="all"`` finds entries holding every term, ``"any"`` entries holding at least one.
+        """
+        if match not in ("all", "any"):
+            raise DerivedStoreError("derived-store-argument-invalid", "search match must be 'all' or 'any'")
+        expression = _fts_query(query, " OR " if match == "any" else " ")
+        if not expression:
             return ()
 
         def run() -> tuple[SearchHit, ...]:
@@ -521,7 +528,7 @@ class SqliteDerivedStore:
                 "SELECT entry_key, bm25(entries_fts), snippet(entries_fts, 2, '', '', ' ... ', ?) "
                 "FROM entries_fts WHERE entries_fts MATCH ? AND session_id = ? "
                 "ORDER BY bm25(entries_fts) LIMIT ?",
-                (_EXCERPT_TOKENS, match, session_id, max(1, min(limit, 100))),
+                (_EXCERPT_TOKENS, expression, session_id, max(1, min(limit, 100))),
             ).fetchall()
             prefix = len(session_id) + 1
             return tuple(
