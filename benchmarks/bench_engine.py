@@ -26,7 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from ds4_context_core import ModelDescriptor
 from ds4_context_engine.cli import app
+from ds4_context_engine.commands import ContextWorkspace, retrieve_history
 from ds4_context_engine.pi import (
     append_pi_entries,
     append_pi_entry,
@@ -218,6 +220,42 @@ def main() -> None:
             f"  max {max(incremental):.1f} ms  (target <= 20 ms)"
         )
         print(f"  first one in a new store object {first_in_new_process:7.1f} ms")
+
+        # Retrieved history: the session ends with a request whose words match many cut messages.
+        append_pi_entry(
+            path,
+            "message",
+            {"message": {"role": "user", "content": "Which step broke function_3_7 in the refactor?"}},
+        )
+        store_path = Path(directory) / "state" / "derived.sqlite3"
+        model = ModelDescriptor(
+            provider="openai", id="gpt-4.1-mini", context_window=128_000, max_tokens=16_384
+        )
+        with ContextWorkspace.open(path, store_path=store_path, model=model, retrieval_hits=0) as workspace:
+            plan = workspace.plan()
+            messages = workspace.context.messages
+            assert workspace.store is not None
+            store_of = workspace.store
+            hits = [
+                time_ms(lambda: retrieve_history(store_of, "bench-session", messages, plan))
+                for _ in range(args.runs)
+            ]
+            found = retrieve_history(store_of, "bench-session", messages, plan)
+        plans = {}
+        for limit in (0, 4):
+            timings = []
+            for _ in range(args.runs):
+                with ContextWorkspace.open(
+                    path, store_path=store_path, model=model, retrieval_hits=limit
+                ) as workspace:
+                    workspace.ensure_indexed()
+                    timings.append(time_ms(workspace.plan))
+            plans[limit] = statistics.median(timings)
+        print(
+            f"retrieve_history          median {statistics.median(hits):7.1f} ms"
+            f"  ({len(found)} supplements from {len(messages)} messages)"
+        )
+        print(f"plan with retrieval       median {plans[4]:7.1f} ms  (without: {plans[0]:.1f} ms)")
 
 
 if __name__ == "__main__":
