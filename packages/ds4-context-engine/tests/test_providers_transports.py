@@ -25,7 +25,7 @@ from anthropic.types import message_create_params
 from openai.types.chat import completion_create_params
 from openai.types.responses import response_create_params
 
-from ds4_context_core import TextBlock
+from ds4_context_core import MessageFlags, TextBlock, ToolCallBlock, ToolResultBlock
 from ds4_context_core.adapter import (
     CompletionCompleted,
     CompletionFallback,
@@ -224,6 +224,62 @@ def test_local_provider_receives_local_only_content_when_policy_says_it_is_local
     assert "my home address" in sent.body.decode()
     assert sent.json()["max_tokens"] == 64
     assert "authorization" not in sent.headers
+
+
+PRIVATE = "Flat.7.Basement.Street"  # "." cannot be part of a marker tag
+
+
+def _flagged_conversation():
+    """A tool step whose messages are flagged localOnly (no marker anywhere), then a normal request."""
+    flags = MessageFlags(local_only=True)
+    call = ToolCallBlock(id="call_9", name="read", arguments={"path": f"notes/{PRIVATE}.txt", "n": 2})
+    result = ToolResultBlock(tool_call_id="call_9", tool_name="read", content=f"lives at {PRIVATE}")
+    return (
+        msgspec.structs.replace(message(1, "assistant", call), flags=flags),
+        msgspec.structs.replace(message(2, "tool", result), flags=flags),
+        message(3, "user", TextBlock(text="Now plan the move, without the address.")),
+    )
+
+
+@pytest.mark.parametrize("make", ["chat", "responses", "anthropic"])
+def test_messages_flagged_local_only_never_reach_a_remote_provider(make):
+    answers = {
+        "chat": ("/v1/chat/completions", OPENAI_CHAT_ANSWER),
+        "responses": ("/v1/responses", responses_answer("resp_1", "Planned.")),
+        "anthropic": ("/v1/messages", ANTHROPIC_ANSWER),
+    }
+    path, answer = answers[make]
+    with ScriptedServer() as server:
+        server.on("POST", path, Reply(body=answer))
+        transport = {
+            "chat": lambda: _chat(server),
+            "responses": lambda: OpenAIResponsesTransport(
+                base_url=server.url + "/v1", api_key="k", api_key_env=None
+            ),
+            "anthropic": lambda: _anthropic(server),
+        }[make]()
+        provider = "anthropic" if make == "anthropic" else "openai"
+        result = _complete(transport, _request(messages=_flagged_conversation(), model=model(provider)))
+        body = server.requests[0].body.decode()
+    assert result.status == "completed", result.failure
+    assert PRIVATE not in body
+    assert "local-only content excluded by privacy policy" in body
+    assert "call_9" in body  # the tool step still pairs up
+    assert "without the address" in body
+
+
+def test_a_local_provider_receives_flagged_content_without_markers():
+    with ScriptedServer() as server:
+        server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
+        definition = parse_local_provider({"id": "ollama", "type": "ollama", "baseUrl": server.url})
+        request = _request(messages=_flagged_conversation(), model=model("ollama", "llama3.2:latest"))
+        result = _complete(local_provider_transport(definition), request)
+        sent = server.requests[0].json()
+    assert result.status == "completed"
+    call = sent["messages"][0]["tool_calls"][0]["function"]
+    assert json.loads(call["arguments"]) == {"path": f"notes/{PRIVATE}.txt", "n": 2}
+    assert sent["messages"][1]["content"] == f"lives at {PRIVATE}"
+    assert "ds4:" not in json.dumps(sent)
 
 
 def test_privacy_failure_fails_closed_without_any_request():

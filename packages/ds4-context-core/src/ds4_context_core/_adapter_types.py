@@ -20,6 +20,7 @@ from ._capabilities import (
     CapabilityRequest,
 )
 from ._exceptions import AdapterArgumentError, CompletionRequestError
+from ._local_only import mark_local_only_messages
 from ._localkv import LocalKvDiagnostics, LocalKvOutcome, LocalKvRuntimePort
 from ._model import CanonicalMessage, ModelDescriptor, RuntimeHistorySnapshot
 from ._privacy import PrivacyResult, PrivacySummary
@@ -195,6 +196,8 @@ CompletionTransport: TypeAlias = Callable[[CompletionRequest], Awaitable[Any]]
 
 
 def _plan_payload(messages: Sequence[CanonicalMessage], payload_format: str) -> dict[str, Any]:
+    # Flags do not survive into provider formats: local-only content becomes a marked span first.
+    messages = mark_local_only_messages(messages)
     if payload_format == "canonical":
         return {"messages": msgspec.to_builtins(messages)}
     if payload_format == "openai-chat":

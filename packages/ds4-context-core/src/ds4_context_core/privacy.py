@@ -12,6 +12,7 @@ See ``docs/core/privacy.md`` for the marker syntax and the exact rules.
 
 from __future__ import annotations
 
+from ._local_only import mark_local_only_messages
 from ._privacy import (
     DEFAULT_LOCAL_PROVIDERS,
     DEFAULT_REMOTE_ALLOWED,
@@ -56,6 +57,7 @@ __all__ = [
     "classify_text",
     "enforce_payload_privacy",
     "is_classification_allowed",
+    "mark_local_only_messages",
     "privacy_destination",
     "privacy_policy_version",
     "redact_secrets",

@@ -7,7 +7,12 @@ from typing import Any, Final
 import msgspec
 
 from ds4_context_core.adapter import CAPABILITY_REGISTRY_V1, CapabilityRequest, CompletionRequest
-from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy, privacy_policy_version
+from ds4_context_core.privacy import (
+    PrivacyPolicy,
+    enforce_payload_privacy,
+    mark_local_only_messages,
+    privacy_policy_version,
+)
 from ds4_context_engine._exceptions import CommandError
 from ds4_context_engine.pi import PiSessionAdapter
 
@@ -73,7 +78,9 @@ def context_privacy(workspace: ContextWorkspace) -> PrivacyResult:
     policy = workspace.privacy_policy or PrivacyPolicy()
     try:
         result = enforce_payload_privacy(
-            {"messages": msgspec.to_builtins(messages)}, provider=provider, policy=policy
+            {"messages": msgspec.to_builtins(mark_local_only_messages(messages))},
+            provider=provider,
+            policy=policy,
         )
     except ValueError as error:
         raise CommandError("privacy-check-failed", "privacy enforcement failed closed") from error

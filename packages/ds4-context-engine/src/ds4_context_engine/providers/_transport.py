@@ -22,7 +22,7 @@ import msgspec
 
 from ds4_context_core import Ds4ContextError, PrivacyEnforcementError, estimate_message_tokens
 from ds4_context_core.adapter import CompletionRequest as AdapterCompletionRequest
-from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy
+from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy, mark_local_only_messages
 
 from ._errors import ProviderConfigurationError
 from ._types import (
@@ -222,7 +222,9 @@ class HttpTransport:
         """Send ``request`` once. Never raises; failures come back as ``fallback`` results."""
         started = time.monotonic()
         try:
-            payload = self.build_payload(request)
+            # Flags do not survive into provider formats: local-only content becomes a marked span first.
+            marked = msgspec.structs.replace(request, messages=mark_local_only_messages(request.messages))
+            payload = self.build_payload(marked)
         except Exception as error:  # whatever the conversion raises, the user's turn must survive
             return self._fallback(
                 request,

@@ -1,0 +1,92 @@
+"""Messages flagged ``localOnly``: their content is classified ``local-only`` before any payload is built.
+
+The flag lives on canonical messages, but privacy is enforced on provider payloads, where flags no longer
+exist (an OpenAI or Anthropic message has nowhere to keep them). So every piece of text such a message
+carries is wrapped in a ``local-only`` marker span while the payload is still canonical; the payload
+sanitizer then blocks it for remote providers and strips the markers for local ones, like any span an
+author marked by hand.
+
+The text inside is first cleared of marker tags of its own, escaped ones included: a tag inside could
+otherwise close the wrapper early (and an escape does not survive being embedded in a JSON string, such
+as OpenAI tool-call arguments). Tags never reach a provider anyway, so a local provider loses nothing but
+the literal text of an escaped tag.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, Final
+
+import msgspec
+
+from ._model import (
+    CanonicalBlock,
+    CanonicalMessage,
+    FileReferenceBlock,
+    ImageBlock,
+    OpaqueProviderBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+__all__ = ["mark_local_only_messages"]
+
+_OPEN: Final = "[ds4:local-only]"
+_CLOSE: Final = "[/ds4:local-only]"
+# Any tag, with every backslash in front of it: escaped or not, it goes. Same tag grammar as the sanitizer.
+_TAG: Final = re.compile(r"\\*\[/?ds4:[a-z0-9_-]{1,32}\]", re.IGNORECASE | re.ASCII)
+
+
+def _wrap(text: str) -> str:
+    inner = _TAG.sub("", text) if "[" in text else text
+    if inner.endswith("\\"):
+        inner += " "  # a trailing backslash would escape the closing tag
+    return f"{_OPEN}{inner}{_CLOSE}"
+
+
+def _wrap_values(value: Any) -> Any:
+    """Every string inside ``value`` wrapped; mapping keys are left alone (they name, they do not say)."""
+    if isinstance(value, str):
+        return _wrap(value)
+    if isinstance(value, dict):
+        return {key: _wrap_values(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_wrap_values(item) for item in value]
+    return value
+
+
+def _mark_block(block: CanonicalBlock) -> CanonicalBlock:
+    replace = msgspec.structs.replace
+    if isinstance(block, TextBlock):
+        return replace(block, text=_wrap(block.text))
+    if isinstance(block, ThinkingBlock):
+        return replace(block, thinking=_wrap(block.thinking))
+    if isinstance(block, ToolResultBlock):
+        return replace(block, content=_wrap(block.content))
+    if isinstance(block, ToolCallBlock):
+        return replace(block, arguments=_wrap_values(block.arguments))
+    if isinstance(block, ImageBlock):
+        return block if block.data is None else replace(block, data=_wrap(block.data))
+    if isinstance(block, FileReferenceBlock):
+        return replace(block, path=_wrap(block.path))
+    if isinstance(block, OpaqueProviderBlock):
+        return replace(block, value=_wrap_values(block.value))
+    return block  # artifact and summary references hold ids only
+
+
+def mark_local_only_messages(messages: Iterable[CanonicalMessage]) -> tuple[CanonicalMessage, ...]:
+    """``messages`` with the content of every ``flags.local_only`` message in a ``local-only`` span.
+
+    Ids, roles, tool-call ids and names stay as they are, so tool groups still pair up; other messages
+    are returned as the same objects. Build provider payloads from the result: payload privacy then keeps
+    the flagged content away from remote providers and gives local ones the text without the markers.
+    """
+    return tuple(
+        msgspec.structs.replace(message, blocks=tuple(map(_mark_block, message.blocks)))
+        if message.flags.local_only
+        else message
+        for message in messages
+    )

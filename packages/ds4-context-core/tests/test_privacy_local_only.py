@@ -1,0 +1,129 @@
+"""Messages flagged ``localOnly`` keep their content on this machine, whatever it says and in every format."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ds4_context_core as core
+from ds4_context_core.adapter import CompletionRequest
+from ds4_context_core.interop import to_anthropic_messages, to_openai_chat, to_openai_responses
+from ds4_context_core.planner import plan_context
+from ds4_context_core.privacy import enforce_payload_privacy, mark_local_only_messages
+
+# "." cannot be part of a marker tag, so no tag the text holds can swallow the value itself.
+PRIVATE = "Flat.7.Basement.Street"
+MODEL = core.ModelDescriptor(provider="openai", id="gpt-4.1-mini", context_window=32_000, max_tokens=2_000)
+FORMATS = {
+    "canonical": lambda messages: {"messages": msgspec.to_builtins(messages)},
+    "openai-chat": lambda messages: {"messages": to_openai_chat(messages)},
+    "openai-responses": lambda messages: {"input": to_openai_responses(messages)},
+    "anthropic": lambda messages: dict(to_anthropic_messages(messages)),
+}
+
+
+def _message(number, role, *blocks, local_only=None):
+    return core.CanonicalMessage(
+        id=f"s:{number}",
+        source_entry_id=str(number),
+        role=role,
+        blocks=blocks,
+        provenance=core.Provenance(source="runtime-session", session_id="s", entry_id=str(number)),
+        flags=core.MessageFlags(local_only=local_only),
+    )
+
+
+def _history(text):
+    """A user turn, a tool step and an answer, all flagged, each carrying ``text``; then a normal request."""
+    call = core.ToolCallBlock(
+        id="call-1", name="read", arguments={"path": text, "options": {"tags": [text, 3]}}
+    )
+    result = core.ToolResultBlock(tool_call_id="call-1", tool_name="read", content=text)
+    return (
+        _message(1, "user", core.TextBlock(text=text), local_only=True),
+        _message(2, "assistant", core.ThinkingBlock(thinking=text), call, local_only=True),
+        _message(3, "tool", result, local_only=True),
+        _message(4, "assistant", core.TextBlock(text=f"noted: {text}"), local_only=True),
+        _message(5, "user", core.TextBlock(text="what next?")),
+    )
+
+
+# Text built to break out of a wrapper: stray and matching tags of every level, escapes, backslashes
+# before the end, quotes and JSON-looking pieces.
+FRAGMENTS = st.sampled_from(
+    [
+        "plain ",
+        "[ds4:local-only]",
+        "[/ds4:local-only]",
+        "[ds4:normal]",
+        "[/ds4:normal]",
+        "[DS4:INTERNAL]",
+        "[/ds4:sensitive]",
+        "\\[ds4:local-only]",
+        "\\\\[/ds4:local-only]",
+        "\\",
+        '"',
+        '\\"',
+        "{",
+        "}",
+        "\n",
+        "sk-" + "a" * 20,
+    ]
+)
+TEXT = st.lists(FRAGMENTS, max_size=8).map(lambda parts: "".join([*parts, PRIVATE, *reversed(parts)]))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXT, payload_format=st.sampled_from(sorted(FORMATS)))
+def test_no_flagged_content_reaches_a_remote_provider(text, payload_format):
+    payload = FORMATS[payload_format](mark_local_only_messages(_history(text)))
+    sent = json.dumps(enforce_payload_privacy(payload, provider="openai").payload)
+    assert PRIVATE not in sent
+    assert "what next?" in sent
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXT, payload_format=st.sampled_from(sorted(FORMATS)))
+def test_a_local_provider_gets_the_flagged_content_without_markers(text, payload_format):
+    payload = FORMATS[payload_format](mark_local_only_messages(_history(text)))
+    sent = json.dumps(enforce_payload_privacy(payload, provider="ollama").payload)
+    assert PRIVATE in sent
+    assert "[ds4:local-only]" not in sent.lower()
+
+
+def test_plain_text_reaches_a_local_provider_exactly_and_ids_still_pair():
+    history = _history(PRIVATE)
+    payload = {"messages": to_openai_chat(mark_local_only_messages(history))}
+    local = enforce_payload_privacy(payload, provider="ollama").payload
+    assert local == {"messages": to_openai_chat(history)}
+    remote = enforce_payload_privacy(payload, provider="openai").payload["messages"]
+    call = remote[1]["tool_calls"][0]
+    assert (call["id"], remote[2]["tool_call_id"]) == ("call-1", "call-1")
+    assert json.loads(call["function"]["arguments"]) == {
+        "path": "[DS4 local-only content excluded by privacy policy]",
+        "options": {"tags": ["[DS4 local-only content excluded by privacy policy]", 3]},
+    }
+
+
+def test_unflagged_messages_come_back_as_the_same_objects():
+    history = _history("x")
+    marked = mark_local_only_messages(history)
+    assert marked[4] is history[4]
+    assert [m.id for m in marked] == [m.id for m in history]
+    assert [m.flags for m in marked] == [m.flags for m in history]
+    assert mark_local_only_messages([]) == ()
+
+
+@pytest.mark.parametrize("payload_format", ["canonical", "openai-chat", "openai-responses", "anthropic"])
+def test_completion_requests_built_from_a_plan_mark_flagged_messages(payload_format):
+    plan = plan_context(_history(PRIVATE), model=MODEL)
+    assert plan.ok
+    request = CompletionRequest.from_plan(plan, model=MODEL, payload_format=payload_format)
+    assert PRIVATE in json.dumps(request.payload)  # nothing is lost before privacy runs
+    sent = json.dumps(enforce_payload_privacy(request.payload, provider="openai").payload)
+    assert PRIVATE not in sent
+    assert "what next?" in sent
