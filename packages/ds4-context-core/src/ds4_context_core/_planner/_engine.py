@@ -51,7 +51,8 @@ from ._pruning import (
     ReceiptCall,
     Verdict,
     build_receipt_text,
-    contains_evidence,
+    evidence_words,
+    scan_evidence,
     trim_text,
 )
 from ._types import (
@@ -83,6 +84,23 @@ _MAX_DIAGNOSTICS: Final = 32
 _MAX_ID_CHARS: Final = 256
 _PRE_CUT_FACTOR: Final = 1.5
 _plan_encoder = msgspec.json.Encoder(order="sorted")
+
+
+class _NameCache:
+    """``normalize_tool_name`` remembered per plan: a session uses few tool names many times."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        self._known: dict[str, str] = {}
+
+    def __call__(self, name: str) -> str:
+        if type(name) is not str:
+            return _norm(name)  # whatever it does with an odd value, unchanged
+        found = self._known.get(name)
+        if found is None:
+            found = self._known[name] = _norm(name)
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -890,11 +908,11 @@ class _Run:
 
     def _result_positions(self, region: list[int]) -> list[int]:
         index = self.index
+        view = index.view
         found = []
         for root in region:
             for position in index.unit_members(root):
-                message = index.view[position]
-                if any(type(block) is ToolResultBlock for block in message.blocks):
+                if ToolResultBlock in map(type, view[position].blocks):
                     found.append(position)
         return found
 
@@ -902,6 +920,7 @@ class _Run:
         """path -> normalised tool name -> last position of a call on that path, from ``start`` on."""
         index = self.index
         parent, view = index.parent, index.view
+        norm = _NameCache()
         touches: dict[str, dict[str, int]] = {}
         for position in range(max(0, start - 1), self.n):
             if parent[position] < 0:
@@ -910,10 +929,10 @@ class _Run:
                 if type(block) is ToolCallBlock:
                     path = call_path(block)
                     if path is not None:
-                        touches.setdefault(path, {})[_norm(block.name)] = position
+                        touches.setdefault(path, {})[norm(block.name)] = position
         return touches
 
-    def _verdicts(
+    def _verdicts(  # noqa: PLR0915 - one pass per candidate, the common single-result message inline
         self, region: list[int], units: list[int], tail_start: int, gates: dict[str, int]
     ) -> dict[int, Verdict]:
         index = self.index
@@ -929,32 +948,57 @@ class _Run:
             positions = positions[: max(0, len(positions) - protected)]
         touches = self._path_touches(positions[0] if positions else self.n)
         candidates: list[JudgeCandidate] = []
+        view, callers, cache = index.view, index.callers, index.evidence
+        words = evidence_words(pruning.evidence_words) if positions else ()
+        last = self.n - 1
         for position in positions:
-            message = index.view[position]
-            results = [block for block in message.blocks if type(block) is ToolResultBlock]
-            first = results[0]
-            call = index.call_block(first.tool_call_id)
-            content = "\n".join(block.content for block in results)
-            evidence = index.evidence.get(position)
+            message = view[position]
+            blocks = message.blocks
+            if len(blocks) == 1:  # the usual result message: one result block
+                first = blocks[0]
+                content = first.content  # type: ignore[union-attr]
+                if type(content) is not str:
+                    content = "\n".join([content])  # what joining one block gives, or its error
+                is_error = bool(first.is_error)  # type: ignore[union-attr]
+            else:
+                results = [block for block in blocks if type(block) is ToolResultBlock]
+                first = results[0]
+                content = "\n".join([block.content for block in results])
+                is_error = any(block.is_error for block in results)
+            call_id = first.tool_call_id  # type: ignore[union-attr]
+            call_position = callers.get(call_id)
+            call: ToolCallBlock | None = None
+            if call_position is None:
+                call_position = position
+            else:
+                for block in view[call_position].blocks:
+                    if type(block) is ToolCallBlock and block.id == call_id:
+                        call = block
+                        break
+            evidence = cache.get(position)
             if evidence is None:
-                evidence = contains_evidence(content, pruning.evidence_words)
-                index.evidence[position] = evidence
-            call_position = index.callers.get(first.tool_call_id, position)
-            path = call_path(call) if call is not None else None
-            later = touches.get(path, {}) if path is not None else {}
+                evidence = scan_evidence(content, words)
+                cache[position] = evidence
+            later_reread = later_edited = False
+            if call is not None:
+                path = call_path(call)
+                later = touches.get(path) if path is not None else None
+                if later:
+                    later_reread = any(at > call_position and name in read_only for name, at in later.items())
+                    later_edited = any(at > call_position and name in write for name, at in later.items())
             candidates.append(
                 JudgeCandidate(
                     message_id=message.id,
-                    tool_call_id=first.tool_call_id,
-                    tool_name=first.tool_name,
+                    tool_call_id=call_id,
+                    tool_name=first.tool_name,  # type: ignore[union-attr]
                     arguments=dict(call.arguments)
                     if call is not None and isinstance(call.arguments, dict)
                     else {},
                     content=content,
-                    is_error=any(block.is_error for block in results),
-                    messages_after=self.n - 1 - position,
-                    later_reread=any(at > call_position and name in read_only for name, at in later.items()),
-                    later_edited=any(at > call_position and name in write for name, at in later.items()),
+                    is_error=is_error,
+                    messages_after=last - position,
+                    later_reread=later_reread,
+                    later_edited=later_edited,
                     has_evidence=evidence,
                 )
             )
@@ -996,16 +1040,25 @@ class _Run:
         pruning = self.pruning
         index = self.index
         never = frozenset(_norm(name) for name in pruning.never_prune_tools)
+        norm = _NameCache()
+        view, trims = index.view, self.trims
         eligible: list[tuple[float, int]] = []
         for position, verdict in verdicts.items():
-            if position in self.trims:
+            if position in trims:
                 continue
-            message = index.view[position]
-            results = [block for block in message.blocks if type(block) is ToolResultBlock]
-            if any(_norm(block.tool_name) in never for block in results):
+            blocks = view[position].blocks
+            if len(blocks) == 1:  # the usual result message: one result block
+                block = blocks[0]
+                never_prune = norm(block.tool_name) in never  # type: ignore[union-attr]
+                size = len(block.content)  # type: ignore[union-attr]
+            else:
+                results = [block for block in blocks if type(block) is ToolResultBlock]
+                never_prune = any(norm(block.tool_name) in never for block in results)
+                size = -1 if never_prune else sum(len(block.content) for block in results)
+            if never_prune:
                 gates["never-prune"] = gates.get("never-prune", 0) + 1
                 continue
-            if sum(len(block.content) for block in results) < pruning.min_chars_to_prune:
+            if size < pruning.min_chars_to_prune:
                 gates["too-small"] = gates.get("too-small", 0) + 1
                 continue
             eligible.append((verdict.keep_probability, position))

@@ -58,6 +58,10 @@ class HistoryIndexError(Exception):
         self.detail = detail
 
 
+class _IrregularShapeError(Exception):
+    """Internal: the history has a shape only the general walk handles (see ``_first_walk``)."""
+
+
 class HistoryIndex:
     """Per-position facts of one history prefix. Mutated only under ``lock`` by ``extend``."""
 
@@ -120,7 +124,8 @@ class HistoryIndex:
             return None
         cached = self.group_ids.get(root)
         if cached is None:
-            cached = tool_atomic_group_id(self.source[p].id for p in self.members[root])
+            source = self.source
+            cached = tool_atomic_group_id([source[p].id for p in self.members[root]])
             self.group_ids[root] = cached
         return cached
 
@@ -204,10 +209,51 @@ class HistoryIndex:
             and self.estimator is fast_chars_v1
             and self.sanitizer is None
         )
-        self._walk(messages, deferred=deferred)
+        if not (deferred and self._first_walk(messages)):
+            self._walk(messages, deferred=deferred)
         if deferred:
             self.known_from = len(messages)
             self.cumulative = [0] * (len(messages) + 1)
+
+    def _first_walk(self, messages: tuple[CanonicalMessage, ...]) -> bool:
+        """The deferred first build for the usual shape of a history, in about half the time of
+        ``_walk``; returns False, having changed nothing, when the history needs the general walk.
+
+        The usual shape: unique message and call ids, every result answers a call of one earlier
+        message (or a call id the history never makes: an orphan alone in its message), and no message
+        both calls and answers. Then every tool unit is one calling message plus the messages answering
+        it, rooted at the calling message: parents are final at once (no union-find) and the open-call
+        counts follow from the call ids never answered. Anything else (duplicates, a result before its
+        call or answering two steps, a message or estimate that raises) goes to ``_walk``, which is the
+        reference and reports every error exactly.
+        """
+        try:
+            built = _first_structure(messages)
+        except Exception:  # _IrregularShapeError, or a malformed message: the general walk reports it exactly
+            return False
+        parent, position_of, user_positions, pinned, members, callers, answered, orphans, tokens = built
+        open_calls = dict.fromkeys(members, 0)
+        for call_id in callers.keys() - answered:
+            open_calls[callers[call_id]] += 1  # a calling message is its unit's root
+        incomplete = {root: INCOMPLETE for root, count in open_calls.items() if count}
+        bad: dict[int, str] = {}
+        for positions in orphans.values():
+            for position in positions:
+                bad[position] = ORPHANED
+                incomplete[position] = ORPHANED
+        self.parent = parent
+        self.position_of = position_of
+        self.user_positions = user_positions
+        self.pinned = pinned
+        self.members = members
+        self.callers = callers
+        self.answered = answered
+        self.open_calls = open_calls
+        self.early_results = orphans
+        self.bad = bad
+        self.incomplete = incomplete
+        self.tokens = tokens
+        return True
 
     def _walk(self, messages: tuple[CanonicalMessage, ...], *, deferred: bool) -> None:  # noqa: PLR0915
         # One tight loop on purpose: this is the only per-message work of a cold plan, and on a long
@@ -365,6 +411,105 @@ class HistoryIndex:
         self.group_ids.pop(other, None)
         self.group_ids.pop(root, None)
         return root
+
+
+def _first_structure(  # noqa: PLR0915
+    messages: tuple[CanonicalMessage, ...],
+) -> tuple[
+    list[int],
+    dict[str, int],
+    list[int],
+    list[int],
+    dict[int, list[int]],
+    dict[str, int],
+    set[str],
+    dict[str, list[int]],
+    list[int],
+]:
+    """The facts ``HistoryIndex._first_walk`` keeps; raises ``_IrregularShapeError`` outside its shape."""
+    size = len(messages)
+    flat_types = _FLAT_VALUE_TYPES
+    parent = [-1] * size
+    tokens = [-1] * size
+    position_of: dict[str, int] = {}
+    user_positions: list[int] = []
+    pinned: list[int] = []
+    members: dict[int, list[int]] = {}
+    callers: dict[str, int] = {}
+    answered: set[str] = set()
+    orphans: dict[str, list[int]] = {}
+    unusual: list[int] = []
+    calls = 0
+    position = -1
+    for message in messages:
+        position += 1
+        if type(message) is not CanonicalMessage:
+            raise _IrregularShapeError
+        position_of[message.id] = position
+        root = -1
+        has_result = False
+        odd = False
+        for block in message.blocks:
+            kind = type(block)
+            if kind is ToolResultBlock:
+                has_result = True
+                call_id: str = block.tool_call_id  # type: ignore[union-attr]
+                caller = callers.get(call_id)
+                if caller is None:
+                    # An orphan, unless a later message makes this call (checked after the loop).
+                    if root < 0:
+                        root = position
+                        members[position] = [position]
+                    elif root != position:
+                        raise _IrregularShapeError
+                    orphans.setdefault(call_id, []).append(position)
+                    continue
+                if caller == position:
+                    raise _IrregularShapeError  # a call answered within its own message
+                unit = parent[caller]
+                if root < 0:
+                    root = unit
+                    members[unit].append(position)
+                elif root != unit:
+                    raise _IrregularShapeError  # one message answering two steps
+                answered.add(call_id)
+            elif kind is ToolCallBlock:
+                if root < 0:
+                    root = position
+                    members[position] = [position]
+                elif root != position or has_result:
+                    raise _IrregularShapeError
+                callers[block.id] = position  # type: ignore[union-attr]
+                calls += 1
+                if not odd:
+                    # ``flat_arguments`` with ASCII keys, inlined as in ``_walk``.
+                    arguments = block.arguments  # type: ignore[union-attr]
+                    if type(arguments) is dict:
+                        for key, value in arguments.items():
+                            if type(key) is not str or type(value) not in flat_types or not key.isascii():
+                                odd = True
+                                break
+                    else:
+                        odd = True
+            elif kind is OpaqueProviderBlock:
+                odd = True
+        if root >= 0:
+            parent[position] = root
+        if odd:
+            unusual.append(position)
+        flags = message.flags
+        if message.role == "user" and not has_result and not flags.synthetic:
+            user_positions.append(position)
+        if flags.pinned:
+            pinned.append(position)
+    if len(position_of) != size or len(callers) != calls:
+        raise _IrregularShapeError  # a duplicate message or call id
+    if orphans and not callers.keys().isdisjoint(orphans):
+        raise _IrregularShapeError  # a result that came before its call
+    # Deferred estimates must not fail later: estimate now what stable JSON might reject.
+    for position in unusual:
+        tokens[position] = fast_chars_v1(messages[position])
+    return parent, position_of, user_positions, pinned, members, callers, answered, orphans, tokens
 
 
 def sync_index(

@@ -102,13 +102,19 @@ class DefaultJudge:
         self._read_only = frozenset(normalize_tool_name(name) for name in read_only_tools)
         self._write = frozenset(normalize_tool_name(name) for name in write_tools)
         self._recent = max(1, recent_messages)
+        self._names: dict[str, str] = {}  # tool name -> normalised, for the few names of one session
 
     def judge(self, candidates: Sequence[JudgeCandidate], *, goal: str) -> Sequence[Verdict]:
         del goal  # the local judge scores structure, not meaning
         return [self._one(candidate) for candidate in candidates]
 
     def _one(self, candidate: JudgeCandidate) -> Verdict:
-        name = normalize_tool_name(candidate.tool_name)
+        tool_name = candidate.tool_name
+        name = self._names.get(tool_name) if type(tool_name) is str else None
+        if name is None:
+            name = normalize_tool_name(tool_name)
+            if type(tool_name) is str:
+                self._names[tool_name] = name
         if name in self._read_only:
             keep, side_effect = 0.3, 0.02
         elif name in self._write:
@@ -169,12 +175,30 @@ def contains_evidence(text: str, words: Sequence[str] = DEFAULT_EVIDENCE_WORDS) 
     lowered = text.lower()
     if len(lowered) != len(text):  # a few characters change length when lowered; stay exact
         lowered = "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
-    for word in _evidence_words(tuple(words)):
-        start = lowered.find(word)
+    return _found(text, lowered, _evidence_words(tuple(words)))
+
+
+def evidence_words(words: Sequence[str]) -> tuple[str, ...]:
+    """The word list ``contains_evidence`` searches for ``words`` (for ``scan_evidence``)."""
+    return _evidence_words(tuple(words))
+
+
+def scan_evidence(text: str, words: tuple[str, ...]) -> bool:
+    """``contains_evidence`` with the word list already resolved by ``evidence_words``."""
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        lowered = "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
+    return _found(text, lowered, words)
+
+
+def _found(text: str, lowered: str, words: tuple[str, ...]) -> bool:
+    find = lowered.find
+    for word in words:
+        start = find(word)
         while start >= 0:
             if _at_boundary(text, start, start + len(word)):
                 return True
-            start = lowered.find(word, start + 1)
+            start = find(word, start + 1)
     return False
 
 
