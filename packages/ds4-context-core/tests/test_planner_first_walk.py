@@ -54,18 +54,21 @@ def _message(entry, role, blocks, **flags):
     )
 
 
-def _history(seed, size, oddities, *, encodable=False):
+def _history(seed, size, oddities, *, encodable=False, calm=0):
     """A coding session of turns and tool steps with each of ``oddities`` planted now and then; with
-    ``encodable``, no argument key a plan's JSON encoding refuses (an int)."""
+    ``encodable``, no argument key a plan's JSON encoding refuses (an int); with ``calm``, none of the
+    irregular shapes in the first ``calm`` messages."""
     rng = random.Random(seed)
-    rate = {name: (rng.uniform(0.01, 0.08) if name in oddities else 0.0) for name in _ODDITIES}
-    rate["duplicate-message"] /= 20
+    planted = {name: (rng.uniform(0.01, 0.08) if name in oddities else 0.0) for name in _ODDITIES}
+    planted["duplicate-message"] /= 20
+    quiet = {name: (0.0 if name in _IRREGULAR else value) for name, value in planted.items()}
     history = []
     waiting = []  # (call id, tool name) of calls a later message answers
     held = []  # results a later step's message delivers with its own
     number = 0
     while len(history) < size:
         number += 1
+        rate = quiet if len(history) < calm else planted
         if rng.random() < 0.15 or not history:
             text = core.TextBlock(text="please look at the error " * rng.randint(1, 200))
             pinned = rng.random() < rate["pin"] or None
@@ -188,6 +191,24 @@ def test_the_first_walk_describes_a_history_as_the_general_walk_does(seed, oddit
         fast, fast_error, general, general_error = _both(_history(seed, size, oddities), monkeypatch)
     assert fast_error == general_error
     if general is not None:
+        assert _facts(fast) == _facts(general)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32), _SHAPES, st.integers(0, 300))
+def test_appending_to_a_first_walk_equals_appending_to_the_general_walk(seed, oddities, kept):
+    # Appends join, merge and list the first walk's runs: late results, steps answered together,
+    # calls reusing an id and results that came before their call reach back into the runs.
+    start = 600 - kept
+    history = _history(seed, 600, oddities | set(_IRREGULAR) - {"duplicate-message"}, calm=start)
+    fast = sync_index(None, history[:start], fast_chars_v1, None)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _general_only(monkeypatch)
+        general = sync_index(None, history[:start], fast_chars_v1, None)
+    assert _facts(fast) == _facts(general)
+    for end in sorted({start + kept // 2, start + kept // 2 + 1, len(history)}):
+        assert sync_index(fast, history[:end], fast_chars_v1, None) is fast
+        assert sync_index(general, history[:end], fast_chars_v1, None) is general
         assert _facts(fast) == _facts(general)
 
 

@@ -651,7 +651,7 @@ class _Run:
         the positions after the cut that belong to units rooted before it."""
         index = self.index
         parent, find, incomplete = index.parent, index.find, index.incomplete
-        tokens, members, cumulative = index.tokens, index.members, index.cumulative
+        tokens, members_of, cumulative = index.tokens, index.unit_members, index.cumulative
         cut = self.cut
         units: list[int] = []
         unit_tokens: dict[int, int] = {}
@@ -665,7 +665,7 @@ class _Run:
                     continue
                 if root in incomplete:
                     continue
-                group = members[root]
+                group = members_of(root)
                 last = group[-1]
                 if last - position + 1 == len(group):  # contiguous, the usual case
                     unit_tokens[root] = cumulative[last + 1] - cumulative[position]
@@ -1104,9 +1104,9 @@ class _Run:
         read_only = frozenset(_norm(name) for name in pruning.read_only_tools)
         keeps: dict[int, float] = {}
         for root in region:
+            if index.parent[root] != root:
+                continue  # not a tool unit
             members = index.unit_members(root)
-            if root not in index.members:
-                continue
             calls = [b for p in members for b in index.view[p].blocks if type(b) is ToolCallBlock]
             if not calls or any(_norm(call.name) not in read_only for call in calls):
                 gates["not-read-only"] = gates.get("not-read-only", 0) + 1
@@ -1369,10 +1369,10 @@ class _Run:
         for root in sorted(root for root in mandatory if root < self.cut):
             emit_unit(root, mandatory[root])
         view, token_list, parent = index.view, index.tokens, index.parent
-        receipt_of, trims, members = self.receipt_of, self.trims, index.members
+        receipt_of, trims, members_of = self.receipt_of, self.trims, index.unit_members
         for root in units:
             if parent[root] >= 0 and root not in mandatory and root not in receipt_of:
-                group = members[root]
+                group = members_of(root)
                 if not trims or not any(p in trims for p in group):
                     # The common tool step, kept inline: a call and its results, untouched.
                     group_id = index.group_id(root)

@@ -93,6 +93,9 @@ class HistoryIndex:
         self.open_calls: dict[int, int] = {}  # unit root -> calls still without a result
         self.early_results: dict[str, list[int]] = {}  # call id -> results seen before any call
         self.bad: dict[int, str] = {}  # unit root -> why it can never be complete
+        # Positions of each tool unit, by root. A root with ``parent[root] == root`` missing here is a
+        # run: the root and the positions right after it whose parent is the root (how the first walk
+        # leaves most units, to save a list per unit); ``unit_members`` lists it on first use.
         self.members: dict[int, list[int]] = {}
         self.incomplete: dict[int, str] = {}
         self.group_ids: dict[int, str] = {}
@@ -117,15 +120,25 @@ class HistoryIndex:
         return position if self.parent[position] < 0 else self.find(position)
 
     def unit_members(self, root: int) -> list[int]:
-        return self.members.get(root) or [root]
+        found = self.members.get(root)
+        if found is None:
+            parent = self.parent
+            if parent[root] != root:
+                return [root]  # a message without tool blocks, or not a root
+            # A run; ``source`` is still the indexed prefix while ``extend`` appends to it.
+            end, size = root + 1, len(self.source)
+            while end < size and parent[end] == root:
+                end += 1
+            found = self.members[root] = list(range(root, end))
+        return found
 
     def group_id(self, root: int) -> str | None:
-        if root not in self.members:
+        if self.parent[root] != root:
             return None
         cached = self.group_ids.get(root)
         if cached is None:
             source = self.source
-            cached = tool_atomic_group_id([source[p].id for p in self.members[root]])
+            cached = tool_atomic_group_id([source[p].id for p in self.unit_members(root)])
             self.group_ids[root] = cached
         return cached
 
@@ -232,7 +245,9 @@ class HistoryIndex:
         except Exception:  # _IrregularShapeError, or a malformed message: the general walk reports it exactly
             return False
         parent, position_of, user_positions, pinned, members, callers, answered, orphans, tokens = built
-        open_calls = dict.fromkeys(members, 0)
+        open_calls = dict.fromkeys(callers.values(), 0)  # every calling message is a root
+        for positions in orphans.values():
+            open_calls.update(dict.fromkeys(positions, 0))
         for call_id in callers.keys() - answered:
             open_calls[callers[call_id]] += 1  # a calling message is its unit's root
         incomplete = {root: INCOMPLETE for root, count in open_calls.items() if count}
@@ -312,8 +327,9 @@ class HistoryIndex:
                     if root < 0:
                         # The common case: a result message joins its call's unit at the end.
                         root = caller_root
+                        joined = self.unit_members(root)  # before the parent entry: a run ends here
                         parent.append(root)
-                        members[root].append(position)
+                        joined.append(position)
                         if group_ids:
                             group_ids.pop(root, None)
                     elif root != caller_root:
@@ -396,9 +412,10 @@ class HistoryIndex:
         if left == right:
             return left
         root, other = (left, right) if left < right else (right, left)
+        merged = self.unit_members(other)
+        mine = self.unit_members(root)
+        del self.members[other]
         self.parent[other] = root
-        merged = self.members.pop(other)
-        mine = self.members[root]
         if merged[0] > mine[-1]:
             mine.extend(merged)
         else:
@@ -434,7 +451,7 @@ def _first_structure(  # noqa: PLR0915
     position_of: dict[str, int] = {}
     user_positions: list[int] = []
     pinned: list[int] = []
-    members: dict[int, list[int]] = {}
+    gapped: list[int] = []  # roots of units that are not one run of positions
     callers: dict[str, int] = {}
     answered: set[str] = set()
     orphans: dict[str, list[int]] = {}
@@ -459,7 +476,6 @@ def _first_structure(  # noqa: PLR0915
                     # An orphan, unless a later message makes this call (checked after the loop).
                     if root < 0:
                         root = position
-                        members[position] = [position]
                     elif root != position:
                         raise _IrregularShapeError
                     orphans.setdefault(call_id, []).append(position)
@@ -469,14 +485,14 @@ def _first_structure(  # noqa: PLR0915
                 unit = parent[caller]
                 if root < 0:
                     root = unit
-                    members[unit].append(position)
+                    if parent[position - 1] != unit:
+                        gapped.append(unit)
                 elif root != unit:
                     raise _IrregularShapeError  # one message answering two steps
                 answered.add(call_id)
             elif kind is ToolCallBlock:
                 if root < 0:
                     root = position
-                    members[position] = [position]
                 elif root != position or has_result:
                     raise _IrregularShapeError
                 callers[block.id] = position  # type: ignore[union-attr]
@@ -506,6 +522,13 @@ def _first_structure(  # noqa: PLR0915
         raise _IrregularShapeError  # a duplicate message or call id
     if orphans and not callers.keys().isdisjoint(orphans):
         raise _IrregularShapeError  # a result that came before its call
+    # Units are runs (see ``HistoryIndex.members``) but those answered after another message.
+    members: dict[int, list[int]] = {root: [] for root in gapped}
+    if members:
+        for position in range(min(members), size):
+            unit = parent[position]
+            if unit in members:
+                members[unit].append(position)
     # Deferred estimates must not fail later: estimate now what stable JSON might reject.
     for position in unusual:
         tokens[position] = fast_chars_v1(messages[position])
