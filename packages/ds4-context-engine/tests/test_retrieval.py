@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.planner import plan_context
-from ds4_context_engine._exceptions import CommandError, DerivedStoreError
+from ds4_context_engine._exceptions import CommandError, DerivedStoreError, PiSessionError
 from ds4_context_engine.cli import app
 from ds4_context_engine.commands import ContextWorkspace
 from ds4_context_engine.commands._retrieval import (
@@ -236,3 +236,21 @@ def test_the_cli_plan_retrieves_by_default_and_not_with_retrieve_zero(session_pa
     assert "retrieved-history" not in kinds("--retrieve", "0")
     refused = runner.invoke(app, [*common, "--retrieve", "-1"])
     assert refused.exit_code == 2
+
+
+def test_a_workspace_that_fails_to_open_closes_its_store(tmp_path, monkeypatch):
+    # A session that cannot be read must not leave the SQLite connection open behind it.
+    closed = []
+    real_open = open_derived_store
+
+    def tracking_open(path, **options):
+        store = real_open(path, **options)
+        real_close = store.close
+        monkeypatch.setattr(store, "close", lambda: (closed.append(True), real_close())[1])
+        return store
+
+    monkeypatch.setattr("ds4_context_engine.commands._workspace.open_derived_store", tracking_open)
+    with pytest.raises(PiSessionError) as caught:
+        ContextWorkspace.open(tmp_path / "missing.jsonl", store_path=tmp_path / "state" / "derived.sqlite3")
+    assert caught.value.code == "pi-session-not-found"
+    assert closed == [True]

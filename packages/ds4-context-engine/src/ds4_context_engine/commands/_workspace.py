@@ -47,6 +47,11 @@ def default_store_path() -> Path:
     return Path(cache).expanduser() / "ds4-context" / "derived.sqlite3"
 
 
+def _check_retrieval_hits(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CommandError("command-argument-invalid", "retrieval_hits must be an int >= 0")
+
+
 class ContextWorkspace:
     """A Pi session file opened for inspection and planning.
 
@@ -66,8 +71,7 @@ class ContextWorkspace:
         privacy_policy: PrivacyPolicy | None = None,
         retrieval_hits: int = RETRIEVAL_HITS_DEFAULT,
     ) -> None:
-        if isinstance(retrieval_hits, bool) or not isinstance(retrieval_hits, int) or retrieval_hits < 0:
-            raise CommandError("command-argument-invalid", "retrieval_hits must be an int >= 0")
+        _check_retrieval_hits(retrieval_hits)
         self.retrieval_hits = retrieval_hits
         self.session_path = Path(session_path)
         self.privacy_policy = privacy_policy
@@ -107,16 +111,22 @@ class ContextWorkspace:
         events, the commands that report on the store itself are unavailable and no history is retrieved.
         ``retrieval_hits`` caps the retrieved-history supplements of a plan (0 turns retrieval off).
         """
+        _check_retrieval_hits(retrieval_hits)
         store = None if no_store else open_derived_store(store_path or default_store_path())
-        return cls(
-            session_path,
-            store=store,
-            config=config,
-            model=model,
-            leaf_id=leaf_id,
-            trusted_roots=trusted_roots,
-            retrieval_hits=retrieval_hits,
-        )
+        try:
+            return cls(
+                session_path,
+                store=store,
+                config=config,
+                model=model,
+                leaf_id=leaf_id,
+                trusted_roots=trusted_roots,
+                retrieval_hits=retrieval_hits,
+            )
+        except BaseException:
+            if store is not None:
+                store.close()  # the workspace that would own it never came to be
+            raise
 
     @property
     def config(self) -> Ds4ContextConfig:
