@@ -241,21 +241,24 @@ def main() -> None:
                 for _ in range(args.runs)
             ]
             found = retrieve_history(store_of, "bench-session", messages, plan)
-        plans = {}
-        for limit in (0, 4):
+        variants = {
+            "bare": {"retrieval_hits": 0, "task_digest": False},
+            "digest": {"retrieval_hits": 0, "task_digest": True},
+            "digest + retrieval": {"retrieval_hits": 4, "task_digest": True},
+        }
+        plans: dict[str, float] = {}
+        for name, options in variants.items():
             timings = []
             for _ in range(args.runs):
-                with ContextWorkspace.open(
-                    path, store_path=store_path, model=model, retrieval_hits=limit
-                ) as workspace:
+                with ContextWorkspace.open(path, store_path=store_path, model=model, **options) as workspace:
                     workspace.ensure_indexed()
                     timings.append(time_ms(workspace.plan))
-            plans[limit] = statistics.median(timings)
+            plans[name] = statistics.median(timings)
         print(
             f"retrieve_history          median {statistics.median(hits):7.1f} ms"
             f"  ({len(found)} supplements from {len(messages)} messages)"
         )
-        print(f"plan with retrieval       median {plans[4]:7.1f} ms  (without: {plans[0]:.1f} ms)")
+        print("plan (cold, new workspace) " + ", ".join(f"{name} {ms:.1f} ms" for name, ms in plans.items()))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import json
 
 import msgspec
 import pytest
+from _long_session import FACT, pi_message, write_long_session
 from typer.testing import CliRunner
 
 from ds4_context_core import ModelDescriptor
@@ -18,66 +19,15 @@ from ds4_context_engine.commands._retrieval import (
     retrieval_query_terms,
     retrieve_history,
 )
-from ds4_context_engine.pi import append_pi_entries, create_pi_session
+from ds4_context_engine.pi import append_pi_entries
 from ds4_context_engine.store import open_derived_store
 
 SMALL = ModelDescriptor(provider="openai", id="gpt-4.1-mini", context_window=32_000, max_tokens=2_000)
-FACT = "the flaky test is test_rounds_twice because quantize() rounds the budget twice"
-
-
-def _message(role, content, **extra):
-    return ("message", {"message": {"role": role, "content": content, "timestamp": 0, **extra}})
-
-
-REQUEST = "Why does quantize round the budget twice?"
-
-
-def _write_session(path, *, steps=150, early_fact=FACT, tail_request=REQUEST):
-    """A coding session whose first tool result holds ``early_fact``, then many unrelated steps."""
-    stamp = "2026-03-01T09:00:00.000Z"
-    create_pi_session(path, cwd=str(path.parent), session_id="retrieval", timestamp=stamp)
-    entries = [
-        _message("user", "Find out why CI is red."),
-        _message(
-            "assistant",
-            [{"type": "toolCall", "id": "call-early", "name": "bash", "arguments": {"command": "pytest -x"}}],
-        ),
-        _message(
-            "toolResult",
-            [{"type": "text", "text": f"FAILED tests/test_budget.py: {early_fact}"}],
-            toolCallId="call-early",
-            toolName="bash",
-            isError=True,
-        ),
-    ]
-    for step in range(steps):
-        entries.append(_message("user", f"Now step {step}: tidy the logging module part {step}."))
-        call_id = f"call-{step}"
-        entries.append(
-            _message(
-                "assistant",
-                [{"type": "toolCall", "id": call_id, "name": "read", "arguments": {"path": f"p{step}.py"}}],
-            )
-        )
-        body = "\n".join(f"logger.info('line {line} of part {step}')" for line in range(40))
-        entries.append(
-            _message(
-                "toolResult",
-                [{"type": "text", "text": body}],
-                toolCallId=call_id,
-                toolName="read",
-                isError=False,
-            )
-        )
-        entries.append(_message("assistant", [{"type": "text", "text": f"Part {step} is tidy."}]))
-    entries.append(_message("user", tail_request))
-    append_pi_entries(path, entries)
-    return path
 
 
 @pytest.fixture
 def session_path(tmp_path):
-    return _write_session(tmp_path / "sessions" / "retrieval.jsonl")
+    return write_long_session(tmp_path / "sessions" / "retrieval.jsonl")
 
 
 def _open(path, tmp_path, **options):
@@ -114,8 +64,9 @@ def test_retrieved_history_only_costs_the_oldest_kept_history(session_path, tmp_
     with _open(session_path, tmp_path / "other", retrieval_hits=0) as workspace:
         without = workspace.plan()
     assert not [item for item in without.items if item.kind == "retrieved-history"]
-    history = [item.message_id for item in with_retrieval.items if item.kind != "retrieved-history"]
-    plain = [item.message_id for item in without.items]
+    supplements = {"retrieved-history", "summary"}
+    history = [item.message_id for item in with_retrieval.items if item.kind not in supplements]
+    plain = [item.message_id for item in without.items if item.kind not in supplements]
     # the supplement's tokens come from the front of the window: what stays is the same suffix
     assert len(history) <= len(plain)
     assert history == plain[len(plain) - len(history) :]
@@ -127,8 +78,8 @@ def test_consecutive_plans_with_retrieval_still_share_their_prefix(session_path,
         append_pi_entries(
             session_path,
             [
-                _message("assistant", [{"type": "text", "text": "quantize() now rounds once."}]),
-                _message("user", "Which other callers of quantize round the budget?"),
+                pi_message("assistant", [{"type": "text", "text": "quantize() now rounds once."}]),
+                pi_message("user", "Which other callers of quantize round the budget?"),
             ],
         )
         workspace.refresh()
@@ -175,7 +126,7 @@ def test_local_only_and_synthetic_messages_are_never_retrieved(session_path, tmp
 
 
 def test_long_messages_are_cut_to_the_retrieval_limit(tmp_path):
-    path = _write_session(tmp_path / "long.jsonl", early_fact=FACT + " " + "detail " * 2_000)
+    path = write_long_session(tmp_path / "long.jsonl", early_fact=FACT + " " + "detail " * 2_000)
     with _open(path, tmp_path) as workspace:
         plan = workspace.plan()
         retrieved = [
@@ -189,7 +140,7 @@ def test_long_messages_are_cut_to_the_retrieval_limit(tmp_path):
 
 
 def test_a_request_of_stop_words_only_retrieves_nothing(tmp_path):
-    path = _write_session(tmp_path / "vague.jsonl", tail_request="Why was it so, and what about that?")
+    path = write_long_session(tmp_path / "vague.jsonl", tail_request="Why was it so, and what about that?")
     with _open(path, tmp_path) as workspace:
         assert not [item for item in workspace.plan().items if item.kind == "retrieved-history"]
 

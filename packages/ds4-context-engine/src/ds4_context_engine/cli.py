@@ -141,6 +141,7 @@ def _workspace(
     leaf: str | None = None,
     config: Path | None = None,
     retrieve: int | None = None,
+    digest: bool = True,
 ) -> Iterator["ContextWorkspace"]:
     settings = _load_config(config)
     commands = _commands()
@@ -148,8 +149,9 @@ def _workspace(
 
     def open_workspace() -> "ContextWorkspace":
         workspace: ContextWorkspace = commands.ContextWorkspace.open(
-            session, store_path=store, no_store=no_store, config=settings, leaf_id=leaf, retrieval_hits=hits
-        )
+            session, store_path=store, no_store=no_store, config=settings, leaf_id=leaf, retrieval_hits=hits,
+            task_digest=digest,
+        )  # fmt: skip
         context = workspace.context
         workspace.model = _model(model, window, max_tokens, (context.provider, context.model_id))
         return workspace
@@ -451,12 +453,19 @@ def plan_command(
             show_default=False,
         ),
     ] = None,
+    digest: Annotated[
+        bool,
+        typer.Option(
+            "--digest/--no-digest",
+            help="Put a task digest (request, instructions, files, tools) of what the plan cuts in front.",
+        ),
+    ] = True,
     as_json: JsonOption = False,
 ) -> None:
     """Plan the session for a model: what is kept, trimmed, receipted and left out, and why."""
     with _workspace(
         session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens, leaf=leaf,
-        config=config, retrieve=retrieve,
+        config=config, retrieve=retrieve, digest=digest,
     ) as workspace:  # fmt: skip
         plan = _guard(workspace.plan)
         if as_json:

@@ -19,6 +19,7 @@ from ._basic import (
     context_unpin,
 )
 from ._demo import DEMO_MODEL_ID, DEMO_PROVIDER, DEMO_SESSION_ID, write_demo_session
+from ._digest import TASK_DIGEST_ID, TASK_DIGEST_MAX_CHARS, task_digest
 from ._dispatch import CONTEXT_COMMANDS, run_context_command, run_context_command_text
 from ._planned import (
     RESTORE_MAX_CHARS,
@@ -77,6 +78,8 @@ __all__ = [
     "RESTORE_MAX_CHARS",
     "RETRIEVAL_HITS_DEFAULT",
     "RETRIEVED_TEXT_MAX_CHARS",
+    "TASK_DIGEST_ID",
+    "TASK_DIGEST_MAX_CHARS",
     "AdapterResult",
     "CapabilityLine",
     "CommandResult",
@@ -131,5 +134,6 @@ __all__ = [
     "retrieve_history",
     "run_context_command",
     "run_context_command_text",
+    "task_digest",
     "write_demo_session",
 ]

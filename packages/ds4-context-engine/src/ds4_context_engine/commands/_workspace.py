@@ -9,12 +9,14 @@ from typing import Any, Final
 
 import msgspec
 
-from ds4_context_core import ModelDescriptor, RuntimeHistorySnapshot
+from ds4_context_core import CanonicalMessage, ModelDescriptor, RuntimeHistorySnapshot
 from ds4_context_core.config import ConfigLoadResult, Ds4ContextConfig, load_config
 from ds4_context_core.history import build_runtime_history_snapshot
 from ds4_context_core.planner import ContextPlan, PlanState, SupplementalItem, plan_context
 from ds4_context_core.privacy import PrivacyPolicy
 from ds4_context_engine._exceptions import CommandError
+from ds4_context_engine.commands._digest import cut_messages
+from ds4_context_engine.commands._digest import task_digest as build_task_digest
 from ds4_context_engine.commands._retrieval import RETRIEVAL_HITS_DEFAULT, retrieve_history
 from ds4_context_engine.pi import (
     PI_RUNTIME_ID,
@@ -52,6 +54,9 @@ def _check_retrieval_hits(value: object) -> None:
         raise CommandError("command-argument-invalid", "retrieval_hits must be an int >= 0")
 
 
+_CUT_SUPPLEMENT_PASSES: Final = 3
+
+
 class ContextWorkspace:
     """A Pi session file opened for inspection and planning.
 
@@ -70,9 +75,11 @@ class ContextWorkspace:
         trusted_roots: Sequence[str | os.PathLike[str]] | None = None,
         privacy_policy: PrivacyPolicy | None = None,
         retrieval_hits: int = RETRIEVAL_HITS_DEFAULT,
+        task_digest: bool = True,
     ) -> None:
         _check_retrieval_hits(retrieval_hits)
         self.retrieval_hits = retrieval_hits
+        self.task_digest = bool(task_digest)
         self.session_path = Path(session_path)
         self.privacy_policy = privacy_policy
         self.store = store
@@ -104,12 +111,14 @@ class ContextWorkspace:
         leaf_id: str | None = None,
         trusted_roots: Sequence[str | os.PathLike[str]] | None = None,
         retrieval_hits: int = RETRIEVAL_HITS_DEFAULT,
+        task_digest: bool = True,
     ) -> ContextWorkspace:
         """Open a session with a SQLite store at ``store_path`` (default :func:`default_store_path`).
 
         ``no_store=True`` works from the session file alone: pins and memory are replayed from its
         events, the commands that report on the store itself are unavailable and no history is retrieved.
-        ``retrieval_hits`` caps the retrieved-history supplements of a plan (0 turns retrieval off).
+        ``retrieval_hits`` caps the retrieved-history supplements of a plan (0 turns retrieval off);
+        ``task_digest`` adds the task digest of what a plan cuts.
         """
         _check_retrieval_hits(retrieval_hits)
         store = None if no_store else open_derived_store(store_path or default_store_path())
@@ -122,6 +131,7 @@ class ContextWorkspace:
                 leaf_id=leaf_id,
                 trusted_roots=trusted_roots,
                 retrieval_hits=retrieval_hits,
+                task_digest=task_digest,
             )
         except BaseException:
             if store is not None:
@@ -214,9 +224,10 @@ class ContextWorkspace:
         """Plan the active branch for ``model`` (default: the workspace's model).
 
         The plan state is carried from one call to the next, so consecutive plans of a growing session
-        stay cache-stable. Each new plan's manifest is recorded in the store. With a store, when the plan
-        leaves history out, the cut messages that best match the last user message (full-text search)
-        come back as ``retrieved-history`` supplements, up to ``retrieval_hits`` of them.
+        stay cache-stable. Each new plan's manifest is recorded in the store. When the plan leaves history
+        out, a ``summary`` supplement (the task digest: first request, later instructions, files, tools)
+        stands for it, and, with a store, the cut messages that best match the last user message
+        (full-text search) come back as ``retrieved-history`` supplements, up to ``retrieval_hits``.
         """
         descriptor = model or self.model
         if descriptor is None:
@@ -239,21 +250,28 @@ class ContextWorkspace:
         plan = plan_context(
             context.messages, model=descriptor, config=config, state=state, pins=pinned, supplemental=memory
         )
-        cut = plan.fallback is None and plan.manifest.saved_tokens > 0
-        if self.store is not None and self.retrieval_hits and cut:
-            retrieved = retrieve_history(
-                self.store, self._session.session_id, context.messages, plan, limit=self.retrieval_hits
+        # The cut's supplements are planned again from the same state: their tokens come from the oldest
+        # kept history, which can move the cut; the digest is then rebuilt for the cut it will sit on, so
+        # the next turn (whose cut is this one while nothing is compacted) builds the very same digest.
+        digested: int | None = None
+        for _ in range(_CUT_SUPPLEMENT_PASSES):
+            if plan.fallback is not None or plan.manifest.saved_tokens <= 0:
+                break
+            cut = len(cut_messages(context.messages, plan))
+            if cut == digested:
+                break
+            extra = self._cut_supplements(context.messages, plan)
+            if not extra:
+                break
+            digested = cut
+            plan = plan_context(
+                context.messages,
+                model=descriptor,
+                config=config,
+                state=state,
+                pins=pinned,
+                supplemental=memory + extra,
             )
-            if retrieved:
-                # Planned again from the same state, so the kept history (the cached prefix) is what it was.
-                plan = plan_context(
-                    context.messages,
-                    model=descriptor,
-                    config=config,
-                    state=state,
-                    pins=pinned,
-                    supplemental=memory + retrieved,
-                )
         if not dry_run:
             self._plan_state = plan.state
             if self.store is not None:
@@ -261,6 +279,23 @@ class ContextWorkspace:
                 self.store.record_manifest(self._session.session_id, body, leaf_id=context.leaf_id)
         self._plan, self._plan_key = plan, key
         return plan
+
+    def _cut_supplements(
+        self, messages: Sequence[CanonicalMessage], plan: ContextPlan
+    ) -> tuple[SupplementalItem, ...]:
+        """The task digest of what ``plan`` cut, then the retrieved history that matches the request."""
+        extra: list[SupplementalItem] = []
+        if self.task_digest:
+            digest = build_task_digest(messages, plan, write_tools=self.config.pruning.write_tools)
+            if digest is not None:
+                extra.append(digest)
+        if self.store is not None and self.retrieval_hits:
+            extra.extend(
+                retrieve_history(
+                    self.store, self._session.session_id, messages, plan, limit=self.retrieval_hits
+                )
+            )
+        return tuple(extra)
 
     def close(self) -> None:
         if self.store is not None:
