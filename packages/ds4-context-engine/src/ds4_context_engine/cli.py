@@ -718,7 +718,8 @@ def _print_demo(
         "its first request was pinned with a [bold]ds4-context.pin[/bold] custom entry. The planner fits "
         "the session into a small window: recent turns stay verbatim, old tool output is trimmed (layer 1), "
         "whole read-only steps become deterministic receipts (layer 2) and the rest is left out, each "
-        "decision with its reason. The session file is never rewritten.\n"
+        "decision with its reason; a task digest of what was left out (request, instructions, files, "
+        "tools) stands in front. The session file is never rewritten.\n"
     )
     _print_plan(console, workspace, plan)
     trimmed = [item for item in plan.items if item.kind == "trimmed-tool-result"]
