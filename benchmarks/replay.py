@@ -1,13 +1,14 @@
 """Replay a session call by call and report what the planner would have sent.
 
     uv run --no-config --no-sync python benchmarks/replay.py [SESSION.jsonl] [--window 128000]
-        [--max-tokens 16384] [--fixed 4000] [--generate MESSAGES]
+        [--max-tokens 16384] [--fixed 4000] [--generate MESSAGES] [--digest]
 
 SESSION is a ``ds4-runtime-session-v1`` JSONL file (default: the shipped fixture
 ``benchmarks/fixtures/coding-session.jsonl``); ``--generate N`` builds an N-message session in memory
 instead. A model call happens before every assistant message; each call is planned with the previous
 plan's state, exactly as a host would. A sliding window (newest complete tool groups that fit the same
-hard limit) runs on the same calls for comparison.
+hard limit) runs on the same calls for comparison. ``--digest`` plans as the engine's workspace does:
+with the task digest of what each plan cuts in front (``ds4_context_engine.commands.task_digest``).
 
 Reported: largest plan against the hard limit, orphaned tool results or unanswered calls sent (must be 0),
 mean shared-prefix ratio between consecutive plans (shared tokens / plan tokens), tokens saved against
@@ -27,7 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 from make_coding_session import generate, read_session
 
 from ds4_context_core import CanonicalMessage, ModelDescriptor, ToolCallBlock, ToolResultBlock
-from ds4_context_core.planner import ContextPlanner, fast_chars_v1
+from ds4_context_core.planner import (
+    ContextPlan,
+    ContextPlanner,
+    PlanState,
+    SupplementalItem,
+    fast_chars_v1,
+    plan_context,
+)
+from ds4_context_engine.commands import plan_with_cut_supplements, task_digest
 
 DEFAULT_SESSION = Path(__file__).resolve().parent / "fixtures" / "coding-session.jsonl"
 
@@ -79,6 +88,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=16_384)
     parser.add_argument("--fixed", type=int, default=4_000, help="system prompt and tool schema tokens")
     parser.add_argument("--generate", type=int, default=0, help="build an N-message session in memory")
+    parser.add_argument("--digest", action="store_true", help="add the engine's task digest of the cut")
     args = parser.parse_args()
 
     history = list(generate(args.generate)) if args.generate else read_session(args.session)
@@ -103,10 +113,28 @@ def main() -> None:
     compactions = 0
     previous_slide: list[CanonicalMessage] = []
     slide_tokens = {message.id: token for message, token in zip(history, token_of, strict=True)}
+    state: PlanState | None = None
+
+    def digest_plan(prefix: list[CanonicalMessage]) -> ContextPlan:
+        nonlocal state
+
+        def replan(extra: tuple[SupplementalItem, ...]) -> ContextPlan:
+            return plan_context(prefix, model=model, fixed_tokens=args.fixed, state=state, supplemental=extra)
+
+        def digest_of(cut: ContextPlan) -> list[SupplementalItem]:
+            digest = task_digest(prefix, cut)
+            return [digest] if digest is not None else []
+
+        plan = plan_with_cut_supplements(prefix, replan(()), digest_of, replan)
+        state = plan.state
+        return plan
+
     for end in calls:
         prefix = history[:end]
         started = time.process_time()  # CPU time: other load on the machine does not count
-        plan = planner.plan(prefix, model=model, fixed_tokens=args.fixed)
+        plan = (
+            digest_plan(prefix) if args.digest else planner.plan(prefix, model=model, fixed_tokens=args.fixed)
+        )
         times.append(time.process_time() - started)
         if not plan.ok:
             fallbacks += 1

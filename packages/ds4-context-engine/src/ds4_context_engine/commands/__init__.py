@@ -19,7 +19,13 @@ from ._basic import (
     context_unpin,
 )
 from ._demo import DEMO_MODEL_ID, DEMO_PROVIDER, DEMO_SESSION_ID, write_demo_session
-from ._digest import TASK_DIGEST_ID, TASK_DIGEST_MAX_CHARS, task_digest
+from ._digest import (
+    CUT_SUPPLEMENT_PASSES,
+    TASK_DIGEST_ID,
+    TASK_DIGEST_MAX_CHARS,
+    plan_with_cut_supplements,
+    task_digest,
+)
 from ._dispatch import CONTEXT_COMMANDS, run_context_command, run_context_command_text
 from ._planned import (
     RESTORE_MAX_CHARS,
@@ -70,6 +76,7 @@ from ._workspace import DEFAULT_STORE_ENV, ContextWorkspace, default_store_path
 
 __all__ = [
     "CONTEXT_COMMANDS",
+    "CUT_SUPPLEMENT_PASSES",
     "DEFAULT_STORE_ENV",
     "DEMO_MODEL_ID",
     "DEMO_PROVIDER",
@@ -127,6 +134,7 @@ __all__ = [
     "context_tokens",
     "context_unpin",
     "default_store_path",
+    "plan_with_cut_supplements",
     "render_json",
     "render_rich",
     "render_text",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from ds4_context_core import CanonicalMessage, TextBlock, ToolCallBlock
@@ -20,8 +20,16 @@ from ds4_context_core.config import DEFAULT_WRITE_TOOLS
 from ds4_context_core.planner import ContextPlan, SupplementalItem
 from ds4_context_core.pruning import normalize_tool_name
 
-__all__ = ["TASK_DIGEST_ID", "TASK_DIGEST_MAX_CHARS", "cut_messages", "task_digest"]
+__all__ = [
+    "CUT_SUPPLEMENT_PASSES",
+    "TASK_DIGEST_ID",
+    "TASK_DIGEST_MAX_CHARS",
+    "cut_messages",
+    "plan_with_cut_supplements",
+    "task_digest",
+]
 
+CUT_SUPPLEMENT_PASSES: Final = 3
 TASK_DIGEST_ID: Final = "ds4-task-digest"
 TASK_DIGEST_MAX_CHARS: Final = 4_000
 _REQUEST_CHARS: Final = 600
@@ -136,3 +144,34 @@ def task_digest(
         text=text,
         source_ids=tuple(message.id for message in shown),
     )
+
+
+def plan_with_cut_supplements(
+    messages: Sequence[CanonicalMessage],
+    plan: ContextPlan,
+    supplements_for: Callable[[ContextPlan], Sequence[SupplementalItem]],
+    replan: Callable[[tuple[SupplementalItem, ...]], ContextPlan],
+    *,
+    passes: int = CUT_SUPPLEMENT_PASSES,
+) -> ContextPlan:
+    """``plan`` again with the supplements that stand for what it cut, until they sit on their own cut.
+
+    ``supplements_for(plan)`` gives them (the task digest, retrieved history); ``replan(extra)`` must plan
+    the same messages from the same state as ``plan`` with ``extra`` added. The supplements' tokens come
+    from the oldest kept history, which can move the cut; they are then rebuilt for the new cut, at most
+    ``passes`` times, so that the next turn (whose cut is this one while nothing is compacted) builds the
+    very same digest and the cached prefix survives.
+    """
+    digested: int | None = None
+    for _ in range(passes):
+        if plan.fallback is not None or plan.manifest.saved_tokens <= 0:
+            break
+        cut = len(cut_messages(messages, plan))
+        if cut == digested:
+            break
+        extra = tuple(supplements_for(plan))
+        if not extra:
+            break
+        digested = cut
+        plan = replan(extra)
+    return plan

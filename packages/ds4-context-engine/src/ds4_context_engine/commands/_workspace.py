@@ -15,7 +15,7 @@ from ds4_context_core.history import build_runtime_history_snapshot
 from ds4_context_core.planner import ContextPlan, PlanState, SupplementalItem, plan_context
 from ds4_context_core.privacy import PrivacyPolicy
 from ds4_context_engine._exceptions import CommandError
-from ds4_context_engine.commands._digest import cut_messages
+from ds4_context_engine.commands._digest import plan_with_cut_supplements
 from ds4_context_engine.commands._digest import task_digest as build_task_digest
 from ds4_context_engine.commands._retrieval import RETRIEVAL_HITS_DEFAULT, retrieve_history
 from ds4_context_engine.pi import (
@@ -52,9 +52,6 @@ def default_store_path() -> Path:
 def _check_retrieval_hits(value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise CommandError("command-argument-invalid", "retrieval_hits must be an int >= 0")
-
-
-_CUT_SUPPLEMENT_PASSES: Final = 3
 
 
 class ContextWorkspace:
@@ -250,28 +247,19 @@ class ContextWorkspace:
         plan = plan_context(
             context.messages, model=descriptor, config=config, state=state, pins=pinned, supplemental=memory
         )
-        # The cut's supplements are planned again from the same state: their tokens come from the oldest
-        # kept history, which can move the cut; the digest is then rebuilt for the cut it will sit on, so
-        # the next turn (whose cut is this one while nothing is compacted) builds the very same digest.
-        digested: int | None = None
-        for _ in range(_CUT_SUPPLEMENT_PASSES):
-            if plan.fallback is not None or plan.manifest.saved_tokens <= 0:
-                break
-            cut = len(cut_messages(context.messages, plan))
-            if cut == digested:
-                break
-            extra = self._cut_supplements(context.messages, plan)
-            if not extra:
-                break
-            digested = cut
-            plan = plan_context(
+        plan = plan_with_cut_supplements(
+            context.messages,
+            plan,
+            lambda cut_plan: self._cut_supplements(context.messages, cut_plan),
+            lambda extra: plan_context(
                 context.messages,
                 model=descriptor,
                 config=config,
                 state=state,
                 pins=pinned,
                 supplemental=memory + extra,
-            )
+            ),
+        )
         if not dry_run:
             self._plan_state = plan.state
             if self.store is not None:
