@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
+import heapq
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,54 @@ _MAX_DIAGNOSTICS: Final = 32
 _MAX_ID_CHARS: Final = 256
 _PRE_CUT_FACTOR: Final = 1.5
 _plan_encoder = msgspec.json.Encoder(order="sorted")
+
+
+class _Verdicts:
+    """The judge's verdict per candidate position, in candidate order.
+
+    With the default judge, a candidate whose evidence scan has not run yet (``pending``) holds its
+    verdict without evidence. Evidence only ever raises the default judge's keep, so that verdict is a
+    lower bound: layer 1 takes candidates lowest keep first and scans only those it reaches before
+    freeing enough, and whatever reads every verdict asks for ``final`` first. Scanning costs more
+    than the rest of judging, and the largest results are trimmed before the rest are looked at.
+    """
+
+    __slots__ = ("_cache", "_judge", "_pending", "_words", "bounds")
+
+    def __init__(
+        self,
+        bounds: dict[int, Verdict],
+        pending: dict[int, JudgeCandidate] | None = None,
+        judge: DefaultJudge | None = None,
+        cache: dict[int, bool] | None = None,
+        words: tuple[str, ...] = (),
+    ) -> None:
+        self.bounds = bounds
+        self._pending = pending or {}
+        self._judge = judge
+        self._cache = cache
+        self._words = words
+
+    def settled(self, position: int) -> bool:
+        return position not in self._pending
+
+    def settle(self, position: int) -> Verdict:
+        candidate = self._pending.pop(position, None)
+        if candidate is not None:
+            # Both are given whenever anything is pending.
+            assert self._judge is not None
+            assert self._cache is not None
+            evidence = scan_evidence(candidate.content, self._words)
+            self._cache[position] = evidence
+            if evidence:
+                verdict = self._judge._one(msgspec.structs.replace(candidate, has_evidence=True))
+                self.bounds[position] = verdict
+        return self.bounds[position]
+
+    def final(self) -> dict[int, Verdict]:
+        for position in list(self._pending):
+            self.settle(position)
+        return self.bounds
 
 
 class _NameCache:
@@ -934,7 +983,7 @@ class _Run:
 
     def _verdicts(  # noqa: PLR0915 - one pass per candidate, the common single-result message inline
         self, region: list[int], units: list[int], tail_start: int, gates: dict[str, int]
-    ) -> dict[int, Verdict]:
+    ) -> _Verdicts:
         index = self.index
         pruning = self.pruning
         read_only = frozenset(_norm(name) for name in pruning.read_only_tools)
@@ -951,6 +1000,10 @@ class _Run:
         view, callers, cache = index.view, index.callers, index.evidence
         words = evidence_words(pruning.evidence_words) if positions else ()
         last = self.n - 1
+        judge = self.judge
+        # The default judge is pure and evidence only raises its keep: scan on demand (see _Verdicts).
+        deferring = type(judge) is DefaultJudge
+        pending: dict[int, JudgeCandidate] = {}
         for position in positions:
             message = view[position]
             blocks = message.blocks
@@ -976,7 +1029,8 @@ class _Run:
                         call = block
                         break
             evidence = cache.get(position)
-            if evidence is None:
+            unknown = evidence is None and deferring
+            if evidence is None and not deferring:
                 evidence = scan_evidence(content, words)
                 cache[position] = evidence
             later_reread = later_edited = False
@@ -999,16 +1053,31 @@ class _Run:
                     messages_after=last - position,
                     later_reread=later_reread,
                     later_edited=later_edited,
-                    has_evidence=evidence,
+                    has_evidence=bool(evidence),
                 )
             )
+            if unknown:
+                pending[position] = candidates[-1]
         goal = "".join(
             block.text
             for block in index.view[index.current_request() or 0].blocks
             if type(block) is TextBlock
         )
+        if pending:
+            assert type(judge) is DefaultJudge  # only the default judge leaves scans pending
+            bounds: list[Verdict] | None
+            try:
+                bounds = [judge._one(candidate) for candidate in candidates]
+            except Exception:  # a candidate it cannot judge: the eager path fails as it always did
+                bounds = None
+            if bounds is not None:
+                return _Verdicts(dict(zip(positions, bounds, strict=True)), pending, judge, cache, words)
+            for number, position in enumerate(positions):
+                if position in pending:
+                    evidence = scan_evidence(candidates[number].content, words)
+                    cache[position] = evidence
+                    candidates[number] = msgspec.structs.replace(candidates[number], has_evidence=evidence)
         verdicts: Sequence[Verdict] | None = None
-        judge = self.judge
         if judge is not None:
             try:
                 verdicts = judge.judge(candidates, goal=goal)
@@ -1026,13 +1095,13 @@ class _Run:
                 verdicts = None
         if verdicts is None:
             verdicts = DefaultJudge(read_only_tools=read_only, write_tools=write).judge(candidates, goal=goal)
-        return dict(zip(positions, verdicts, strict=True))
+        return _Verdicts(dict(zip(positions, verdicts, strict=True)))
 
-    def _layer1(
+    def _layer1(  # noqa: PLR0915 - the gates and the lowest-keep-first walk read best together
         self,
         region: list[int],
         *,
-        verdicts: dict[int, Verdict],
+        verdicts: _Verdicts,
         need: int,
         gates: dict[str, int],
         trimmed_ids: list[str],
@@ -1043,7 +1112,7 @@ class _Run:
         norm = _NameCache()
         view, trims = index.view, self.trims
         eligible: list[tuple[float, int]] = []
-        for position, verdict in verdicts.items():
+        for position, verdict in verdicts.bounds.items():
             if position in trims:
                 continue
             blocks = view[position].blocks
@@ -1065,12 +1134,22 @@ class _Run:
         sparse = len(eligible) < pruning.sparse_candidate_count
         limit = pruning.sparse_keep_floor if sparse else pruning.protect_keep_probability
         saved = 0
-        for keep, position in sorted(eligible):
+        # Lowest keep first, as sorting would give; a pending bound is settled when it comes up and
+        # goes back in if evidence raised it.
+        heapq.heapify(eligible)
+        while eligible:
             if saved >= need:
                 break
-            if keep >= limit:
-                gates["protected"] = gates.get("protected", 0) + 1
-                continue
+            keep, position = eligible[0]
+            if keep >= limit:  # so is every keep left: all of them are protected
+                gates["protected"] = gates.get("protected", 0) + len(eligible)
+                break
+            heapq.heappop(eligible)
+            if not verdicts.settled(position):
+                settled = verdicts.settle(position).keep_probability
+                if settled != keep:
+                    heapq.heappush(eligible, (settled, position))
+                    continue
             replaced = _replace_text_blocks(index.view[position], pruning)
             if replaced is None:
                 gates["low-gain"] = gates.get("low-gain", 0) + 1
@@ -1093,7 +1172,7 @@ class _Run:
         region: list[int],
         *,
         units: list[int],
-        verdicts: dict[int, Verdict],
+        verdicts: _Verdicts,
         need: int,
         gates: dict[str, int],
         receipt_ids: list[str],
@@ -1101,6 +1180,7 @@ class _Run:
     ) -> int:
         pruning = self.pruning
         index = self.index
+        final = verdicts.final()
         read_only = frozenset(_norm(name) for name in pruning.read_only_tools)
         keeps: dict[int, float] = {}
         for root in region:
@@ -1126,13 +1206,13 @@ class _Run:
             if thinking > pruning.receipt_max_reasoning_chars:
                 gates["reasoning-too-long"] = gates.get("reasoning-too-long", 0) + 1
                 continue
-            unit_verdicts = [verdicts[p] for p in members if p in verdicts]
+            unit_verdicts = [final[p] for p in members if p in final]
             if len(unit_verdicts) != sum(
                 1 for p in members if any(type(b) is ToolResultBlock for b in index.view[p].blocks)
             ):
                 gates["recent"] = gates.get("recent", 0) + 1
                 continue
-            if any(index.evidence.get(p, False) for p in members if p in verdicts) or any(
+            if any(index.evidence.get(p, False) for p in members if p in final) or any(
                 v.reason == "evidence" for v in unit_verdicts
             ):
                 gates["evidence"] = gates.get("evidence", 0) + 1

@@ -1,0 +1,155 @@
+"""With the default judge the planner scans a candidate for evidence words only when layer 1 reaches
+it (or layer 2 needs every verdict); plans must equal those of judging every candidate up front.
+
+A subclass of ``DefaultJudge`` judges exactly alike but is judged eagerly (any other judge may read
+``has_evidence`` of every candidate), so it is the oracle here.
+"""
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ds4_context_core as core
+from ds4_context_core._planner import _engine
+from ds4_context_core.planner import ContextPlanner, plan_context
+from ds4_context_core.pruning import DefaultJudge
+
+SMALL = core.ModelDescriptor(provider="t", id="small", context_window=16_000, max_tokens=2_048)
+MEDIUM = core.ModelDescriptor(provider="t", id="medium", context_window=48_000, max_tokens=4_096)
+
+
+class _Eager(DefaultJudge):
+    """The default judge under another type: every candidate is scanned before judging."""
+
+
+def _message(entry, role, blocks):
+    return core.CanonicalMessage(
+        id=f"s:{entry}",
+        source_entry_id=entry,
+        role=role,
+        blocks=tuple(blocks),
+        provenance=core.Provenance(source="runtime-session", session_id="s", entry_id=entry),
+    )
+
+
+_LINES = ["ok fine", "all good", "TODO: later", "parseError at 3", "debug info", "Traceback (most recent"]
+
+
+def _history(seed, steps):
+    """Read-only and editing steps with results of every size, some of them carrying evidence."""
+    rng = random.Random(seed)
+    history = [_message("start", "user", [core.TextBlock(text="fix the failing test")])]
+    for step in range(steps):
+        if rng.random() < 0.1:
+            history.append(_message(f"u{step}", "user", [core.TextBlock(text="next " * rng.randint(1, 50))]))
+        name = rng.choice(["read", "grep", "glob", "bash", "edit", "read"])
+        path = {"path": f"src/m{rng.randint(0, 9)}.py"}
+        calls = [
+            core.ToolCallBlock(id=f"c{step}-{i}", name=name, arguments=path)
+            for i in range(rng.choice([1, 1, 1, 2, 3]))
+        ]
+        notes = core.TextBlock(text="checking " * rng.randint(0, 30))
+        history.append(_message(f"a{step}", "assistant", [notes, *calls]))
+        for call in calls:
+            size = rng.randint(1, 900)
+            lines = [rng.choice(_LINES) if rng.random() < 0.02 else "line ok" for _ in range(size)]
+            result = core.ToolResultBlock(
+                tool_call_id=call.id, tool_name=name, content="\n".join(lines), is_error=rng.random() < 0.03
+            )
+            history.append(_message(f"r{step}-{call.id}", "tool", [result]))
+    history.append(_message("last", "user", [core.TextBlock(text="go on")]))
+    return tuple(history)
+
+
+def _config(rng):
+    return {
+        "pruning": {
+            "preserve_recent": rng.choice([0, 4]),
+            "min_chars_to_prune": rng.choice([0, 400, 4000]),
+            "receipt_max_per_pass": rng.choice([0, 3]),
+            "dry_run": rng.random() < 0.2,
+            "receipts": rng.random() < 0.8,
+        }
+    }
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32), st.sampled_from([SMALL, MEDIUM]))
+def test_scanning_on_demand_plans_exactly_like_scanning_every_candidate(seed, model):
+    history = _history(seed, 400)
+    config = _config(random.Random(seed))
+    lazy = plan_context(history, model=model, config=config)
+    eager = plan_context(history, model=model, config=config, judge=_Eager())
+    assert lazy.encode() == eager.encode()
+    assert lazy.manifest == eager.manifest
+    assert lazy.manifest.compaction is not None
+    # Replanning reuses the scans already made and still plans alike.
+    planners = ContextPlanner(config=config), ContextPlanner(config=config, judge=_Eager())
+    for end in range(len(history) - 60, len(history) + 1, 12):
+        first, second = (planner.plan(history[:end], model=model) for planner in planners)
+        assert first.encode() == second.encode()
+        assert first.manifest == second.manifest
+
+
+def test_layer_one_scans_only_the_candidates_it_reaches(monkeypatch):
+    scanned = []
+    real = _engine.scan_evidence
+
+    def counting(text, words):
+        scanned.append(len(text))
+        return real(text, words)
+
+    monkeypatch.setattr(_engine, "scan_evidence", counting)
+    config = {"pruning": {"receipts": False}}
+    lazily, eagerly = [], []
+    for seed in range(6):
+        history = _history(seed, 400)
+        scanned.clear()
+        plan_context(history, model=MEDIUM, config=config)
+        lazily.append(list(scanned))
+        scanned.clear()
+        plan_context(history, model=MEDIUM, config=config, judge=_Eager())
+        eagerly.append(list(scanned))
+    assert all(len(mine) <= len(every) for mine, every in zip(lazily, eagerly, strict=True))
+    assert all(eagerly)
+    assert sum(map(len, lazily)) < sum(map(len, eagerly))
+    assert sum(map(sum, lazily)) < sum(map(sum, eagerly))
+
+
+class _Odd(str):
+    __slots__ = ()
+
+    def lower(self):
+        raise ValueError("no case here")
+
+
+def test_a_candidate_the_default_judge_cannot_judge_fails_as_before():
+    history = list(_history(5, 300))
+    # A tool name whose lowering raises: the judge fails, is reported, and its fallback fails alike.
+    judged = plan_context(tuple(history), model=SMALL, judge=_Eager()).state._index.evidence
+    position = min(judged)
+    (block,) = history[position].blocks
+    odd = core.ToolResultBlock(
+        tool_call_id=block.tool_call_id, tool_name=_Odd(block.tool_name), content=block.content
+    )
+    history[position] = _message(f"odd{position}", "tool", [odd])
+    history = tuple(history)
+    lazy = plan_context(history, model=SMALL)
+    eager = plan_context(history, model=SMALL, judge=_Eager())
+    assert lazy.fallback is not None
+    assert lazy.fallback == eager.fallback
+    assert lazy.manifest.diagnostics == eager.manifest.diagnostics
+    assert any(d.code == "judge-failed" for d in lazy.manifest.diagnostics)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_evidence_scans_made_agree_with_scanning_everything(seed):
+    history = _history(seed, 400)
+    lazy = plan_context(history, model=SMALL)
+    eager = plan_context(history, model=SMALL, judge=_Eager())
+    lazy_cache, eager_cache = lazy.state._index.evidence, eager.state._index.evidence
+    assert lazy_cache
+    assert set(lazy_cache) <= set(eager_cache)
+    assert all(eager_cache[p] == found for p, found in lazy_cache.items())
