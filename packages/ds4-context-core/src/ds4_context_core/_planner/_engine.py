@@ -85,6 +85,8 @@ _MAX_DIAGNOSTICS: Final = 32
 _MAX_ID_CHARS: Final = 256
 _PRE_CUT_FACTOR: Final = 1.5
 _plan_encoder = msgspec.json.Encoder(order="sorted")
+# Building the (frozen) default configuration is a pydantic validation; a plan without one reuses it.
+_DEFAULT_CONFIG: Final = load_config(None)
 
 
 class _Verdicts:
@@ -1573,7 +1575,7 @@ def plan_context(
     calibration_ratio: float | None = None,
 ) -> ContextPlan:
     """Plan the context of one model call. Never raises: problems give a fallback plan with a code."""
-    loaded = load_config(config)
+    loaded = _DEFAULT_CONFIG if config is None else load_config(config)
     resolved: Ds4ContextConfig = loaded.config
     diagnostics = [
         PlanDiagnostic(code="config-warning", detail=f"{warning.code} at {warning.path}")
