@@ -1,6 +1,6 @@
 """Developer and release sessions. ``nox`` with no arguments runs what CI runs.
 
-Default: lint, typecheck, tests, tooling, build, artifacts, golden. On demand:
+Default: lint, typecheck, tests, tooling, build, artifacts, compiled, golden. On demand:
 ``nox -s registry_check -- 0.1.0 [--index-url URL]``, ``nox -s bench``, ``nox -s docs``.
 """
 
@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import nox
@@ -39,6 +40,18 @@ addopts = --strict-config --strict-markers -ra -p no:cacheprovider
 filterwarnings = error
 """
 
+# The optional mypyc-compiled core wheel: its build hook is off unless this variable is set.
+COMPILED_BUILD_ENV = {"HATCH_BUILD_HOOK_ENABLE_CUSTOM": "true"}
+# Run against the installed compiled wheel: it must be the extension module that gets imported.
+CHECK_COMPILED_IMPORT = """\
+import pathlib, sysconfig
+import ds4_context_core._privacy_walk as walk
+path = pathlib.Path(walk.__file__).resolve()
+assert path.suffix in {".so", ".pyd"}, f"the privacy hot path was imported from {path}, not compiled"
+assert path.is_relative_to(pathlib.Path(sysconfig.get_path("platlib")).resolve()), path
+print("compiled privacy hot path:", path)
+"""
+
 # pyenv hides 3.12/3.13 unless PYENV_VERSION lists them; there is no interpreter download here.
 if shutil.which("pyenv") and ":" not in os.environ.get("PYENV_VERSION", ""):
     os.environ["PYENV_VERSION"] = "3.11.7:3.12.1:3.13.0"
@@ -61,7 +74,7 @@ PYTHONS = _available_pythons()
 nox.options.default_venv_backend = "uv"
 nox.options.download_python = "never"
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["lint", "typecheck", "tests", "tooling", "build", "artifacts", "golden"]
+nox.options.sessions = ["lint", "typecheck", "tests", "tooling", "build", "artifacts", "compiled", "golden"]
 
 
 def _sync(session: nox.Session, *groups: str) -> None:
@@ -259,6 +272,80 @@ def artifacts(session: nox.Session) -> None:
             python, "-m", "pytest", "-c", str(ini), "--rootdir", str(tmp), str(tests_copy), *session.posargs,
             env=env, external=True,
         )  # fmt: skip
+
+
+@nox.session(python=PYTHONS)
+def compiled(session: nox.Session) -> None:
+    """The optional mypyc-compiled core wheel for this Python, built from the core sdist, checked,
+    installed with the pure adapters in a fresh venv; the privacy tests and benchmark run from there."""
+    version = _workspace_version()
+    tmp = _tmp(session, "compiled")
+    pure = tmp / "pure"
+    _build(session, _snapshot(session), pure)
+    interpreter = str(Path(session.bin) / "python")
+    constraints = tmp / "build-constraints.txt"
+    constraints.write_text("\n".join(_build_constraints()) + "\n", encoding="utf-8")
+    sdist = pure / f"ds4_context_core-{version}.tar.gz"
+    built = tmp / "built"
+    # On the first Python, a second build must be byte-identical (the hook maps its temporary paths away).
+    for out in (built, tmp / "again") if session.python == PYTHONS[0] else (built,):
+        session.run(
+            "uv", "build", str(sdist), "--wheel", "--no-config", "--python", interpreter,
+            "--build-constraints", str(constraints), "--out-dir", str(out),
+            env=COMPILED_BUILD_ENV, external=True,
+        )  # fmt: skip
+    if (tmp / "again").is_dir():
+        one, two = (_digests(sorted(out.glob("*.whl"))) for out in (built, tmp / "again"))
+        if one != two:
+            session.error(f"BLD001: the second compiled build is not byte-identical: {sorted(one)}")
+        session.log(f"second compiled build is byte-identical ({', '.join(sorted(one))})")
+    # The compiled core wheel in place of the pure one, beside the pure adapters and the three sdists.
+    dist = tmp / "dist"
+    dist.mkdir()
+    for path in pure.iterdir():
+        if not path.name.startswith(f"ds4_context_core-{version}-"):
+            shutil.copy2(path, dist / path.name)
+    (wheel,) = built.glob(f"ds4_context_core-{version}-cp*.whl")
+    shutil.copy2(wheel, dist / wheel.name)
+    session.run("python", str(SCRIPTS / "check_wheels.py"), str(dist), "--version", version, "--compiled")
+    venv = tmp / "venv"
+    session.run("uv", "venv", "--no-config", "--python", interpreter, str(venv), external=True)
+    python = str(venv / "bin" / "python")
+    session.run(
+        "uv", "pip", "install", "--python", python, *TEST_REQUIREMENTS, *_third_party_requirements(dist),
+        external=True,
+    )  # fmt: skip
+    session.run(
+        "uv", "pip", "install", "--python", python, "--no-config", "--no-index", "--no-cache",
+        "--find-links", str(dist), *[arg for name in PACKAGES for arg in ("--reinstall-package", name)],
+        *[f"{name}=={version}" for name in PACKAGES],
+        external=True,
+    )  # fmt: skip
+    tests_copy = tmp / "tests"
+    tests_copy.mkdir()
+    for test in sorted((ROOT / "packages" / "ds4-context-core" / "tests").glob("test_privacy*.py")):
+        shutil.copy2(test, tests_copy / test.name)
+    ini = tmp / "pytest.ini"
+    ini.write_text(ARTIFACT_PYTEST_INI, encoding="utf-8")
+    env = {"PYTHONPATH": ""}
+    with session.chdir(tmp):
+        session.run(python, "-c", CHECK_COMPILED_IMPORT, env=env, external=True)
+        session.run(
+            python, "-m", "pytest", "-c", str(ini), "--rootdir", str(tmp), str(tests_copy), *session.posargs,
+            env=env, external=True,
+        )  # fmt: skip
+        # Figures only (pure and compiled in one run), never a timed assertion: the machine may be loaded.
+        session.run(
+            python, str(ROOT / "benchmarks" / "bench_privacy.py"), "--quick", "--no-baseline",
+            env=env, external=True,
+        )  # fmt: skip
+
+
+def _build_constraints() -> list[str]:
+    """The root ``[tool.uv] build-constraint-dependencies``: what pins hatchling for every build."""
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        constraints: list[str] = tomllib.load(handle)["tool"]["uv"]["build-constraint-dependencies"]
+    return constraints
 
 
 @nox.session(python=PYTHONS[0])

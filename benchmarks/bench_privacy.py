@@ -5,6 +5,10 @@
 Contenders, measured interleaved in one process on the same payload:
 
 * ``enforce_payload_privacy`` (ours): markers, secret redaction, content-key traversal, a new payload;
+  the first line says whether its hot path (``ds4_context_core._privacy_walk``) is the mypyc-compiled
+  extension module (the optional compiled wheel) or interpreted Python (the pure wheel, a source tree);
+* when it is compiled: the same function with the same module's ``.py`` source run interpreted, loaded
+  from beside the extension module, so pure and compiled are measured in one run;
 * the same function as it was at git revision ``REV`` (default: the last one before the copy-on-write
   traversal and the memchr batch screen), loaded from ``git show`` so no copy of old code lives here;
   skipped with a note when git or the revision is unavailable;
@@ -37,6 +41,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import ds4_context_core
+from ds4_context_core import _privacy_walk
 from ds4_context_core.privacy import enforce_payload_privacy
 
 WORDS = [
@@ -175,6 +181,38 @@ def load_baseline(revision: str) -> ModuleType | str:
     return module
 
 
+def implementation() -> str:
+    """Whether the privacy hot path imported here is compiled or interpreted, and from which file."""
+    name = Path(str(_privacy_walk.__file__)).name
+    return f"{'interpreted' if name.endswith('.py') else 'compiled'} ({name})"
+
+
+def load_source(name: str, path: Path) -> ModuleType:
+    """A fresh module object named ``name``, executed from the source file ``path``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_interpreted() -> ModuleType:
+    """``ds4_context_core._privacy`` run on the interpreted ``_privacy_walk.py`` found beside the package.
+
+    Both modules are loaded from their ``.py`` files into fresh module objects; ``_privacy``'s relative
+    import of ``_privacy_walk`` is pointed at the interpreted one for the time of loading only.
+    """
+    package = Path(str(ds4_context_core.__file__)).parent
+    name = "ds4_context_core._privacy_walk"
+    saved = sys.modules[name]
+    sys.modules[name] = load_source(name, package / "_privacy_walk.py")
+    try:
+        return load_source("ds4_context_core._privacy", package / "_privacy.py")
+    finally:
+        sys.modules[name] = saved
+
+
 def measure(contenders: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(rounds):
@@ -203,9 +241,19 @@ def main() -> None:
     contenders: dict[str, Callable[[], object]] = {
         "ds4 enforce_payload_privacy": lambda: enforce_payload_privacy(payload, provider="openai"),
     }
+    fields = ("payload", "changed", "blocked_blocks", "secret_redactions")
+    if not implementation().startswith("interpreted"):
+        interpreted = load_interpreted()
+        assert Path(str(interpreted.sanitize_payload.__code__.co_filename)).name == "_privacy_walk.py"
+        pure = interpreted.enforce_payload_privacy(payload, provider="openai")
+        assert [getattr(pure, name) for name in fields] == [getattr(result, name) for name in fields], (
+            "the compiled and the interpreted hot path disagree on the benchmark payload"
+        )
+        contenders["same, interpreted"] = lambda: interpreted.enforce_payload_privacy(
+            payload, provider="openai"
+        )
     if isinstance(baseline, ModuleType):
         before = baseline.enforce_payload_privacy(payload, provider="openai")
-        fields = ("payload", "changed", "blocked_blocks", "secret_redactions")
         assert [getattr(before, name) for name in fields] == [getattr(result, name) for name in fields], (
             "the baseline and today's code disagree on the benchmark payload"
         )
@@ -225,6 +273,7 @@ def main() -> None:
         f"privacy: 1,000-message payload ({size / 1024:.0f} KiB JSON), remote destination, "
         f"{result.blocked_blocks} blocked spans, {result.secret_redactions} redactions"
     )
+    print(f"privacy hot path measured: {implementation()}, Python {sys.version.split()[0]}")
     if not isinstance(baseline, ModuleType):
         print(baseline)
     header = f"{'contender':<30}{'mean ms':>10}{'p50 ms':>10}{'min ms':>10}{'p99 ms':>10}"

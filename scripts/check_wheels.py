@@ -1,34 +1,47 @@
 """Check a directory of built distributions before anything is published.
 
 For each of the three distributions there must be exactly one pure wheel and one sdist, all at one
-version. A wheel may hold only its own import package and its ``.dist-info``; ``py.typed`` must be in it;
-its METADATA name and version must match the file name; an adapter must pin core with ``==`` to the same
-version, and core must depend on no sibling. An sdist must unpack into one ``name-version/`` directory
+version. With ``--compiled``, core's wheel must instead be the optional mypyc-compiled one: tagged for
+one CPython and platform (``cp311-cp311-linux_x86_64``), holding the extension module of each module in
+``COMPILED_MODULES`` beside its ``.py`` source; the adapters' wheels stay pure. A wheel may hold only
+its own import package and its ``.dist-info``; ``py.typed`` must be in it; its METADATA name and version
+must match the file name; an adapter must pin core with ``==`` to the same version, and core must depend
+on no sibling. An sdist must unpack into one ``name-version/`` directory
 with ``PKG-INFO`` (same version), ``pyproject.toml``, ``README.md`` and its own ``src/`` package only.
 
 Codes: WHL001 missing, duplicate or unexpected file; WHL002 unreadable wheel or bad tags; WHL003 stray
 file in a wheel; WHL004 ``py.typed`` missing; WHL005 name or version mismatch; WHL006 sibling pin not
-exact or on another version; WHL008 sdist problem.
+exact or on another version; WHL008 sdist problem; WHL009 a compiled core wheel lacks an extension
+module or its ``.py`` source.
 """
 
 from __future__ import annotations
 
 import argparse
 import email.parser
+import re
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from _dists import WheelFile, read_sdist_member, read_sdist_names, read_wheel, sibling_pin_problems
 from _release import DISTRIBUTIONS, Distribution, ReleaseError, report
 
-__all__ = ["check_directory", "check_sdist", "check_wheel", "main"]
+__all__ = ["COMPILED_MODULES", "check_directory", "check_sdist", "check_wheel", "main"]
+
+# Core modules that the optional compiled wheel ships as mypyc extension modules (hatch_build.py).
+COMPILED_MODULES = ("_privacy_walk",)
+_CPYTHON_TAGS = re.compile(r"cp3\d+-cp3\d+-(?!any$)[a-z0-9_.]+")
 
 
-def check_wheel(wheel: WheelFile, dist: Distribution, version: str) -> list[ReleaseError]:
-    """Every problem with one distribution's wheel."""
+def check_wheel(
+    wheel: WheelFile, dist: Distribution, version: str, *, compiled: bool = False
+) -> list[ReleaseError]:
+    """Every problem with one distribution's wheel; ``compiled``: core's must be the compiled one."""
     problems: list[ReleaseError] = []
     name = wheel.path.name
-    if wheel.tags != "py3-none-any":
+    if compiled and dist.name == DISTRIBUTIONS[0].name:
+        problems += _compiled_problems(wheel, dist)
+    elif wheel.tags != "py3-none-any":
         problems.append(
             ReleaseError("WHL002", f"{name}: tags {wheel.tags}, expected a pure py3-none-any wheel")
         )
@@ -59,6 +72,24 @@ def check_wheel(wheel: WheelFile, dist: Distribution, version: str) -> list[Rele
     if f"{own}__init__.py" not in wheel.members:
         problems.append(ReleaseError("WHL003", f"{name}: {own}__init__.py is missing"))
     problems += sibling_pin_problems(wheel, version, "WHL006")
+    return problems
+
+
+def _compiled_problems(wheel: WheelFile, dist: Distribution) -> list[ReleaseError]:
+    name = wheel.path.name
+    problems: list[ReleaseError] = []
+    if not _CPYTHON_TAGS.fullmatch(wheel.tags):
+        problems.append(
+            ReleaseError("WHL002", f"{name}: tags {wheel.tags}, expected one CPython and platform: cp3XY-...")
+        )
+    for module in COMPILED_MODULES:
+        stem = f"{dist.package}/{module}"
+        if not any(
+            member.startswith(f"{stem}.") and member.endswith((".so", ".pyd")) for member in wheel.members
+        ):
+            problems.append(ReleaseError("WHL009", f"{name}: no compiled extension module for {stem}"))
+        if f"{stem}.py" not in wheel.members:
+            problems.append(ReleaseError("WHL009", f"{name}: {stem}.py is missing beside its compiled one"))
     return problems
 
 
@@ -95,7 +126,9 @@ def check_sdist(path: Path, dist: Distribution, version: str) -> list[ReleaseErr
     return problems
 
 
-def check_directory(directory: Path, version: str | None = None) -> tuple[str | None, list[ReleaseError]]:
+def check_directory(
+    directory: Path, version: str | None = None, *, compiled: bool = False
+) -> tuple[str | None, list[ReleaseError]]:
     """Check every distribution file in ``directory``; the version defaults to core's wheel version."""
     problems: list[ReleaseError] = []
     wheels: dict[str, list[WheelFile]] = {}
@@ -128,7 +161,7 @@ def check_directory(directory: Path, version: str | None = None) -> tuple[str | 
                 ReleaseError("WHL001", f"{directory}: expected one {dist.name} wheel, found {len(found)}")
             )
         else:
-            problems += check_wheel(found[0], dist, version)
+            problems += check_wheel(found[0], dist, version, compiled=compiled)
         sdist = directory / f"{dist.file_stem}-{version}.tar.gz"
         if not sdist.is_file():
             problems.append(ReleaseError("WHL001", f"{directory}: {sdist.name} is missing"))
@@ -142,9 +175,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Check built wheels and sdists before publishing.")
     parser.add_argument("dist", type=Path, help="directory holding the built wheels and sdists")
     parser.add_argument("--version", help="the version every file must carry (default: core's wheel version)")
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="core's wheel is the optional mypyc-compiled one (the adapters' stay pure)",
+    )
     args = parser.parse_args(argv)
-    version, problems = check_directory(args.dist, args.version)
-    return report(problems, ok=f"{args.dist}: three wheels and three sdists at {version} are sound")
+    version, problems = check_directory(args.dist, args.version, compiled=args.compiled)
+    kind = " (core compiled)" if args.compiled else ""
+    return report(problems, ok=f"{args.dist}: three wheels{kind} and three sdists at {version} are sound")
 
 
 if __name__ == "__main__":

@@ -131,3 +131,50 @@ def test_an_sdist_carrying_a_siblings_source_fails(dist_copy: Path) -> None:
     assert code == 1
     assert "error WHL008:" in output
     assert "src/ds4_context_engine/__init__.py" in output
+
+
+_EXTENSION = "ds4_context_core/_privacy_walk.cpython-311-x86_64-linux-gnu.so"
+
+
+def _as_compiled(dist: Path, stem: str, *, add: dict[str, bytes], drop: tuple[str, ...] = ()) -> None:
+    """Turn a pure wheel into a stand-in for a compiled one: extension members and CPython tags."""
+    _tamper(dist, stem, add=add, drop=drop)
+    wheel = _wheel(dist, stem)
+    wheel.rename(dist / wheel.name.replace("-py3-none-any.whl", "-cp311-cp311-linux_x86_64.whl"))
+
+
+def _check_compiled(dist: Path) -> tuple[int, str]:
+    result = run_script("check_wheels.py", dist, "--version", workspace_version(), "--compiled")
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_a_compiled_core_wheel_passes_only_when_one_is_expected(dist_copy: Path) -> None:
+    _as_compiled(dist_copy, "ds4_context_core", add={_EXTENSION: b"\x7fELF"})
+    code, output = _check_compiled(dist_copy)
+    assert code == 0, output
+    assert "three wheels (core compiled) and three sdists" in output
+    code, output = _check(dist_copy)
+    assert code == 1
+    assert "error WHL002:" in output
+    assert "expected a pure py3-none-any wheel" in output
+
+
+def test_compiled_mode_refuses_a_pure_core_wheel_and_a_compiled_adapter(dist_copy: Path) -> None:
+    _as_compiled(dist_copy, "ds4_context_engine", add={})
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert "error WHL009: ds4_context_core" in output
+    assert "no compiled extension module for ds4_context_core/_privacy_walk" in output
+    assert "error WHL002: ds4_context_engine" in output
+
+
+def test_a_compiled_core_wheel_must_keep_the_python_source(dist_copy: Path) -> None:
+    _as_compiled(
+        dist_copy,
+        "ds4_context_core",
+        add={_EXTENSION: b"\x7fELF"},
+        drop=("ds4_context_core/_privacy_walk.py",),
+    )
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert "_privacy_walk.py is missing beside its compiled one" in output

@@ -136,6 +136,36 @@ def test_tuples_mappings_and_unchanged_payloads_still_come_back_as_new_plain_con
     assert (result.changed, result.blocked_blocks, result.secret_redactions) == (False, 0, 0)
 
 
+def test_a_mapping_is_read_through_its_items_and_its_keys_as_text() -> None:
+    class Pairs(Mapping[Any, Any]):
+        """A mapping over a list of pairs: its keys may be equal as dict keys (1 and True) or as text."""
+
+        def __init__(self, pairs: list[tuple[Any, Any]]) -> None:
+            self._pairs = pairs
+
+        def __getitem__(self, key: Any) -> Any:
+            return next(value for item, value in self._pairs if item is key)
+
+        def __iter__(self) -> Iterator[Any]:
+            return iter([key for key, _value in self._pairs])
+
+        def __len__(self) -> int:
+            return len(self._pairs)
+
+    class Overridden(dict[str, Any]):
+        def items(self) -> Any:
+            return [("content", "[ds4:local-only]from items[/ds4:local-only]")]
+
+    result = enforce_payload_privacy({"messages": [Overridden(content="not this")]}, provider="openai")
+    blocked = "[DS4 local-only content excluded by privacy policy]"
+    assert result.payload == {"messages": [{"content": blocked}]}
+    distinct = enforce_payload_privacy({"metadata": Pairs([(1, "a"), (True, "b")])}, provider="openai")
+    assert distinct.payload == {"metadata": {"1": "a", "true": "b"}}
+    with pytest.raises(PrivacyEnforcementError) as raised:
+        enforce_payload_privacy({"metadata": Pairs([(1, "a"), ("1", "b")])}, provider="openai")
+    assert raised.value.code == "privacy-key-collision"
+
+
 def nested(depth: int, kind: str) -> Any:
     value: Any = "[ds4:local-only]x[/ds4:local-only]"
     for level in range(depth):
