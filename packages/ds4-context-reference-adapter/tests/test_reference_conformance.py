@@ -22,13 +22,24 @@ def _scratch_dirs() -> set[str]:
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_all_seven_cases_pass_and_scratch_directories_are_removed(backend):
-    before = _scratch_dirs()
+def test_all_seven_cases_pass_and_scratch_directories_are_removed(backend, tmp_path, monkeypatch):
+    # A private temporary directory: other test runs on the machine may create scratch directories too.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    created: list[str] = []
+    make = tempfile.mkdtemp
+
+    def recording_mkdtemp(*args, **kwargs):
+        created.append(make(*args, **kwargs))
+        return created[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recording_mkdtemp)
     report = run_runtime_adapter_conformance_sync(conformance_factory, backend=backend)
+    assert created
+    assert all(path.startswith(str(tmp_path)) for path in created)
     assert_runtime_adapter_conformance(report)
     assert [case.id for case in report.cases] == list(CONFORMANCE_CASE_IDS)
     assert report.factory_name == "ds4-context-reference-adapter"
-    assert _scratch_dirs() <= before
+    assert _scratch_dirs() == set()
 
 
 def test_the_kit_command_and_our_command_both_pass():
