@@ -13,7 +13,7 @@ from ds4_context_core import ModelDescriptor
 from ds4_context_core.planner import plan_context
 from ds4_context_engine._exceptions import CommandError, DerivedStoreError, PiSessionError
 from ds4_context_engine.cli import app
-from ds4_context_engine.commands import ContextWorkspace
+from ds4_context_engine.commands import ContextWorkspace, context_restore
 from ds4_context_engine.commands._retrieval import (
     RETRIEVED_TEXT_MAX_CHARS,
     retrieval_query_terms,
@@ -205,3 +205,13 @@ def test_a_workspace_that_fails_to_open_closes_its_store(tmp_path, monkeypatch):
         ContextWorkspace.open(tmp_path / "missing.jsonl", store_path=tmp_path / "state" / "derived.sqlite3")
     assert caught.value.code == "pi-session-not-found"
     assert closed == [True]
+
+
+def test_restore_shows_the_message_a_retrieved_excerpt_came_from(session_path, tmp_path):
+    with _open(session_path, tmp_path) as workspace:
+        plan = workspace.plan()
+        item = next(item for item in plan.items if item.kind == "retrieved-history")
+        restored = context_restore(workspace, item.message_id)
+        early = _early_result(workspace)
+    assert [message.message_id for message in restored.messages] == [early.id]
+    assert FACT in restored.messages[0].text

@@ -8,7 +8,7 @@ from _long_session import FIRST_REQUEST, pi_message, write_long_session
 
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.planner import plan_context
-from ds4_context_engine.commands import ContextWorkspace
+from ds4_context_engine.commands import ContextWorkspace, context_restore
 from ds4_context_engine.commands._digest import TASK_DIGEST_MAX_CHARS, cut_messages, task_digest
 from ds4_context_engine.pi import append_pi_entries
 
@@ -126,3 +126,13 @@ def _last_cut_step(plan):
         int(m.blocks[0].text.split()[2].rstrip(":")) for m in kept if m.blocks[0].text.startswith("Now step ")
     ]
     return min(steps) - 1
+
+
+def test_restore_shows_the_requests_a_digest_quotes(session_path):
+    with ContextWorkspace.open(session_path, no_store=True, model=MODEL) as workspace:
+        plan = workspace.plan()
+        item, _ = _digest_of(plan)
+        restored = context_restore(workspace, item.message_id)
+    assert [message.message_id for message in restored.messages] == list(item.source_ids)
+    assert restored.messages[0].text == FIRST_REQUEST
+    assert all(message.role == "user" for message in restored.messages)

@@ -6,7 +6,15 @@ from typing import Final
 
 import msgspec
 
-from ds4_context_core import TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock, sha256_hex, stable_json
+from ds4_context_core import (
+    CanonicalMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    sha256_hex,
+    stable_json,
+)
 from ds4_context_core.planner import ContextPlan, restore
 from ds4_context_engine._exceptions import CommandError
 
@@ -22,6 +30,9 @@ from ._results import (
     RestoreResult,
 )
 from ._workspace import ContextWorkspace
+
+# Supplements made from session messages, whose sources `restore` can show.
+_SUPPLEMENTS_WITH_SOURCES: Final = frozenset({"summary", "retrieved-history"})
 
 __all__ = [
     "RESTORE_MAX_CHARS",
@@ -202,16 +213,30 @@ def _visible_text(blocks: tuple[object, ...]) -> str:
     return "\n".join(parts)
 
 
+def _supplement_sources(
+    workspace: ContextWorkspace, plan: ContextPlan, message_id: str
+) -> tuple[CanonicalMessage, ...] | None:
+    """The session messages a task digest or a retrieved excerpt was made from, or None for other ids."""
+    item = next((item for item in plan.items if item.message_id == message_id), None)
+    if item is None or item.kind not in _SUPPLEMENTS_WITH_SOURCES:
+        return None
+    by_id = {message.id: message for message in workspace.context.messages}
+    return tuple(by_id[source] for source in item.source_ids if source in by_id)
+
+
 def context_restore(workspace: ContextWorkspace, reference: str) -> RestoreResult:
     """The originals behind a receipt, a trimmed result or any message (read-only, bounded)."""
     plan = workspace.plan()
     message_id = _message_id(workspace, reference)
+    originals: tuple[CanonicalMessage, ...] | None
     try:
         originals = restore(plan, message_id)
     except LookupError as error:
-        raise CommandError(
-            "restore-unknown-id", "the plan knows no receipt or message with that id"
-        ) from error
+        originals = _supplement_sources(workspace, plan, message_id)
+        if originals is None:
+            raise CommandError(
+                "restore-unknown-id", "the plan knows no receipt or message with that id"
+            ) from error
     record = next((r for r in plan.manifest.receipts if r.receipt_id == message_id), None)
     messages = []
     for message in originals:
