@@ -10,6 +10,7 @@ message, failing estimates) and compare every field, then the plans.
 import random
 
 import pytest
+from _messages import message as _message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,17 +42,6 @@ _SHAPES = st.builds(
     st.sets(st.sampled_from(_USUAL)),
     st.one_of(st.just(frozenset()), st.just(frozenset()), st.sets(st.sampled_from(_IRREGULAR), max_size=2)),
 )
-
-
-def _message(entry, role, blocks, **flags):
-    return core.CanonicalMessage(
-        id=f"s:{entry}",
-        source_entry_id=entry,
-        role=role,
-        blocks=tuple(blocks),
-        provenance=core.Provenance(source="runtime-session", session_id="s", entry_id=entry),
-        flags=core.MessageFlags(**flags),
-    )
 
 
 def _history(seed, size, oddities, *, encodable=False, calm=0):

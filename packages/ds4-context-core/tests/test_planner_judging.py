@@ -8,6 +8,7 @@ A subclass of ``DefaultJudge`` judges exactly alike but is judged eagerly (any o
 import random
 
 import pytest
+from _messages import message as _message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,16 +23,6 @@ MEDIUM = core.ModelDescriptor(provider="t", id="medium", context_window=48_000, 
 
 class _Eager(DefaultJudge):
     """The default judge under another type: every candidate is scanned before judging."""
-
-
-def _message(entry, role, blocks):
-    return core.CanonicalMessage(
-        id=f"s:{entry}",
-        source_entry_id=entry,
-        role=role,
-        blocks=tuple(blocks),
-        provenance=core.Provenance(source="runtime-session", session_id="s", entry_id=entry),
-    )
 
 
 _LINES = ["ok fine", "all good", "TODO: later", "parseError at 3", "debug info", "Traceback (most recent"]

@@ -4,6 +4,7 @@ first read; everything must equal what an eager pass over every message gives.""
 import random
 
 import pytest
+from _messages import message as _message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,17 +15,6 @@ from ds4_context_core.planner import ContextPlanner, fast_chars_v1, plan_context
 
 SMALL = core.ModelDescriptor(provider="t", id="small", context_window=32_000, max_tokens=4_096)
 LARGE = core.ModelDescriptor(provider="t", id="large", context_window=128_000, max_tokens=16_384)
-
-
-def _message(entry, role, blocks, **flags):
-    return core.CanonicalMessage(
-        id=f"s:{entry}",
-        source_entry_id=entry,
-        role=role,
-        blocks=tuple(blocks),
-        provenance=core.Provenance(source="runtime-session", session_id="s", entry_id=entry),
-        flags=core.MessageFlags(**flags),
-    )
 
 
 def _history(seed, size, *, oddities=True):

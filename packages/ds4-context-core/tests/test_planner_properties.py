@@ -4,23 +4,13 @@ deterministic, and an append-only replay that stays valid at every step."""
 import copy
 
 import msgspec
+from _messages import message as _message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ds4_context_core as core
 from ds4_context_core._planner._index import sync_index
 from ds4_context_core.planner import ContextPlanner, fast_chars_v1, plan_context
-
-
-def _message(entry, role, blocks):
-    return core.CanonicalMessage(
-        id=f"s:{entry}",
-        source_entry_id=entry,
-        role=role,
-        blocks=tuple(blocks),
-        provenance=core.Provenance(source="runtime-session", session_id="s", entry_id=entry),
-    )
-
 
 # One history "event": a user turn, assistant text, a (possibly parallel, possibly broken) tool step.
 _events = st.lists(
