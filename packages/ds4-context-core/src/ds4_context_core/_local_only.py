@@ -31,13 +31,14 @@ from ._model import (
     ToolCallBlock,
     ToolResultBlock,
 )
+from ._privacy_walk import _MARKER
 
 __all__ = ["mark_local_only_messages"]
 
 _OPEN: Final = "[ds4:local-only]"
 _CLOSE: Final = "[/ds4:local-only]"
-# Any tag, with every backslash in front of it: escaped or not, it goes. Same tag grammar as the sanitizer.
-_TAG: Final = re.compile(r"\\*\[/?ds4:[a-z0-9_-]{1,32}\]", re.IGNORECASE | re.ASCII)
+# Any tag the sanitizer would see, with every backslash in front of it: escaped or not, it goes.
+_TAG: Final = re.compile(r"\\*" + _MARKER.pattern, _MARKER.flags)
 
 
 def _wrap(text: str) -> str:

@@ -7,7 +7,7 @@ the evidence guard, the head/tail trim and the receipt text.
 
 from __future__ import annotations
 
-from ._planner._index import normalize_tool_name
+from ._planner._index import call_path, normalize_tool_name
 from ._planner._pruning import (
     JUDGE_REASONS,
     PRUNING_GATES,
@@ -37,6 +37,7 @@ __all__ = [
     "ReceiptCall",
     "Verdict",
     "build_receipt_text",
+    "call_path",
     "contains_evidence",
     "identifying_arguments",
     "normalize_tool_name",
