@@ -9,6 +9,7 @@ import pytest
 from _long_session import FACT, pi_message, write_long_session
 from typer.testing import CliRunner
 
+import ds4_context_engine.commands._workspace as workspace_module
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.planner import plan_context
 from ds4_context_engine._exceptions import CommandError, DerivedStoreError, PiSessionError
@@ -215,3 +216,22 @@ def test_restore_shows_the_message_a_retrieved_excerpt_came_from(session_path, t
         early = _early_result(workspace)
     assert [message.message_id for message in restored.messages] == [early.id]
     assert FACT in restored.messages[0].text
+
+
+def test_one_plan_searches_the_store_once_whatever_its_planning_passes(session_path, tmp_path, monkeypatch):
+    selections = []
+    select = workspace_module.retrieved_supplements
+    monkeypatch.setattr(
+        workspace_module, "retrieved_supplements", lambda *a, **k: (selections.append(1), select(*a, **k))[1]
+    )
+    with _open(session_path, tmp_path) as workspace:
+        workspace.ensure_indexed()
+        searches = []
+        search = workspace.store.search
+        monkeypatch.setattr(
+            workspace.store, "search", lambda *a, **k: (searches.append(a), search(*a, **k))[1]
+        )
+        plan = workspace.plan()
+    assert [item.kind for item in plan.items].count("retrieved-history") >= 1
+    assert len(selections) >= 2  # the digest moved the cut, so the supplements were chosen again
+    assert len(searches) == 1

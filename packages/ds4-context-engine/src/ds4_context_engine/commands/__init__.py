@@ -68,8 +68,10 @@ from ._results import (
 from ._retrieval import (
     RETRIEVAL_HITS_DEFAULT,
     RETRIEVED_TEXT_MAX_CHARS,
+    retrieval_candidates,
     retrieval_query_terms,
     retrieve_history,
+    retrieved_supplements,
 )
 from ._runtime import context_adapter, context_privacy
 from ._workspace import DEFAULT_STORE_ENV, ContextWorkspace, default_store_path
@@ -138,8 +140,10 @@ __all__ = [
     "render_json",
     "render_rich",
     "render_text",
+    "retrieval_candidates",
     "retrieval_query_terms",
     "retrieve_history",
+    "retrieved_supplements",
     "run_context_command",
     "run_context_command_text",
     "task_digest",

@@ -18,7 +18,7 @@ from typing import Final
 from ds4_context_core import CanonicalMessage, TextBlock, ToolCallBlock
 from ds4_context_core.config import DEFAULT_WRITE_TOOLS
 from ds4_context_core.planner import ContextPlan, SupplementalItem
-from ds4_context_core.pruning import normalize_tool_name
+from ds4_context_core.pruning import call_path, normalize_tool_name
 
 __all__ = [
     "CUT_SUPPLEMENT_PASSES",
@@ -37,7 +37,6 @@ _INSTRUCTION_CHARS: Final = 200
 _EARLY_INSTRUCTIONS: Final = 4
 _LATE_INSTRUCTIONS: Final = 8
 _FILES: Final = 40
-_PATH_KEYS: Final = ("file_path", "path", "notebook_path", "filename")
 # Text holding a privacy marker tag is left out: its spans only mean what they say in their own string.
 _TAG: Final = re.compile(r"\[/?ds4:", re.IGNORECASE)
 # Kinds whose items stand for history messages at their original index.
@@ -70,14 +69,6 @@ def _calls(messages: Iterable[CanonicalMessage]) -> Iterable[ToolCallBlock]:
                 yield block
 
 
-def _call_path(call: ToolCallBlock) -> str | None:
-    for key in _PATH_KEYS:
-        value = call.arguments.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
 def _listing(paths: Sequence[str]) -> str:
     shown = ", ".join(_shorten(path, 120) for path in paths[:_FILES])
     more = len(paths) - _FILES
@@ -107,7 +98,7 @@ def task_digest(
     tools: Counter[str] = Counter()
     for call in _calls(cut):
         tools[call.name] += 1
-        path = _call_path(call)
+        path = call_path(call)
         if path is not None and not _TAG.search(path):
             (changed if normalize_tool_name(call.name) in writers else read)[path] = None
     if not requests and not tools:

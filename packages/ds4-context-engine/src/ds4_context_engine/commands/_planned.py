@@ -9,11 +9,7 @@ import msgspec
 from ds4_context_core import (
     CanonicalMessage,
     TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
     sha256_hex,
-    stable_json,
 )
 from ds4_context_core.planner import ContextPlan, restore
 from ds4_context_engine._exceptions import CommandError
@@ -29,6 +25,7 @@ from ._results import (
     RestoredMessage,
     RestoreResult,
 )
+from ._text import message_text
 from ._workspace import ContextWorkspace
 
 # Supplements made from session messages, whose sources `restore` can show.
@@ -199,20 +196,6 @@ def context_compact_preview(workspace: ContextWorkspace) -> CompactPreviewResult
     )
 
 
-def _visible_text(blocks: tuple[object, ...]) -> str:
-    parts: list[str] = []
-    for block in blocks:
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, ThinkingBlock):
-            parts.append(f"[thinking] {block.thinking}")
-        elif isinstance(block, ToolCallBlock):
-            parts.append(f"[call {block.name}] {stable_json(block.arguments)}")
-        elif isinstance(block, ToolResultBlock):
-            parts.append(f"[result {block.tool_name}] {block.content}")
-    return "\n".join(parts)
-
-
 def _supplement_sources(
     workspace: ContextWorkspace, plan: ContextPlan, message_id: str
 ) -> tuple[CanonicalMessage, ...] | None:
@@ -240,7 +223,7 @@ def context_restore(workspace: ContextWorkspace, reference: str) -> RestoreResul
     record = next((r for r in plan.manifest.receipts if r.receipt_id == message_id), None)
     messages = []
     for message in originals:
-        text = _visible_text(message.blocks)
+        text = message_text(message.blocks)
         messages.append(
             RestoredMessage(
                 message_id=message.id,

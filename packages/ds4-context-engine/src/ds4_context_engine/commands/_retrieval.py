@@ -11,25 +11,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Final
 
 from ds4_context_core import (
     CanonicalMessage,
-    TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    stable_json,
 )
 from ds4_context_core.planner import ContextPlan, SupplementalItem
+from ds4_context_engine.commands._text import message_text
 from ds4_context_engine.store import DerivedStore
 
 __all__ = [
     "RETRIEVAL_HITS_DEFAULT",
     "RETRIEVAL_QUERY_TERMS",
     "RETRIEVED_TEXT_MAX_CHARS",
+    "retrieval_candidates",
     "retrieval_query_terms",
     "retrieve_history",
+    "retrieved_supplements",
 ]
 
 RETRIEVAL_HITS_DEFAULT: Final = 4
@@ -69,20 +68,6 @@ def retrieval_query_terms(text: str, *, limit: int = RETRIEVAL_QUERY_TERMS) -> t
     return tuple(terms)
 
 
-def _message_text(message: CanonicalMessage) -> str:
-    parts: list[str] = []
-    for block in message.blocks:
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, ThinkingBlock):
-            continue  # reasoning is the model's own scratch work, not evidence to bring back
-        elif isinstance(block, ToolCallBlock):
-            parts.append(f"{block.name} {stable_json(block.arguments)}")
-        elif isinstance(block, ToolResultBlock):
-            parts.append(f"{block.tool_name} result: {block.content}")
-    return "\n".join(part for part in parts if part)
-
-
 def _supplement(message: CanonicalMessage, text: str) -> SupplementalItem:
     if len(text) > RETRIEVED_TEXT_MAX_CHARS:
         text = text[:RETRIEVED_TEXT_MAX_CHARS] + " [... cut; /context restore shows the rest]"
@@ -107,34 +92,62 @@ def retrieve_history(
 
     The query is made of the last user message's words; hits are taken in bm25 order. Messages flagged
     ``local_only`` or ``synthetic``, the last user message itself and messages with no text are never
-    retrieved. An empty tuple when nothing qualifies.
+    retrieved. An empty tuple when nothing qualifies. (:func:`retrieval_candidates` and
+    :func:`retrieved_supplements` are its two halves, for planning one request several times.)
+    """
+    return retrieved_supplements(
+        retrieval_candidates(store, session_id, messages, limit=limit), plan, limit=limit
+    )
+
+
+def retrieval_candidates(
+    store: DerivedStore,
+    session_id: str,
+    messages: Sequence[CanonicalMessage],
+    *,
+    limit: int = RETRIEVAL_HITS_DEFAULT,
+) -> tuple[tuple[CanonicalMessage, str], ...]:
+    """The messages (with their text) that may be retrieved for the last user message, best first.
+
+    This is the search, which depends on the request only; which candidates a plan takes depends on what
+    the plan holds (:func:`retrieved_supplements`).
     """
     if limit <= 0 or not messages:
         return ()
     request = next((message for message in reversed(messages) if message.role == "user"), None)
     if request is None:
         return ()
-    terms = retrieval_query_terms(_message_text(request))
+    terms = retrieval_query_terms(message_text(request.blocks, thinking=False))
     if not terms:
         return ()
-    held = {item.message_id for item in plan.items if item.kind in _VERBATIM_KINDS}
     by_entry: dict[str, CanonicalMessage] = {}
     for message in messages:
         by_entry.setdefault(message.source_entry_id, message)
     hits = store.search(session_id, " ".join(terms), limit=limit * _HITS_PER_RESULT, match="any")
-    found: list[SupplementalItem] = []
+    found: list[tuple[CanonicalMessage, str]] = []
     for entry_id in _unique(hit.entry_id for hit in hits):
         candidate = by_entry.get(entry_id)
-        if candidate is None or candidate is request or candidate.id in held:
+        if candidate is None or candidate is request:
             continue
         if candidate.flags.local_only or candidate.flags.synthetic:
             continue
-        text = _message_text(candidate)
-        if text:
-            found.append(_supplement(candidate, text))
-            if len(found) == limit:
-                break
+        # reasoning is the model's own scratch work, not evidence to bring back
+        text = message_text(candidate.blocks, thinking=False)
+        if text.strip():
+            found.append((candidate, text))
     return tuple(found)
+
+
+def retrieved_supplements(
+    candidates: Iterable[tuple[CanonicalMessage, str]],
+    plan: ContextPlan,
+    *,
+    limit: int = RETRIEVAL_HITS_DEFAULT,
+) -> tuple[SupplementalItem, ...]:
+    """The first ``limit`` of ``candidates`` that ``plan`` does not hold verbatim, as supplements."""
+    held = {item.message_id for item in plan.items if item.kind in _VERBATIM_KINDS}
+    fresh = (_supplement(message, text) for message, text in candidates if message.id not in held)
+    return tuple(islice(fresh, max(limit, 0)))
 
 
 def _unique(values: Iterable[str]) -> Iterable[str]:

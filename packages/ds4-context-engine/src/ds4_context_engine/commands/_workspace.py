@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,7 +18,11 @@ from ds4_context_core.privacy import PrivacyPolicy
 from ds4_context_engine._exceptions import CommandError
 from ds4_context_engine.commands._digest import plan_with_cut_supplements
 from ds4_context_engine.commands._digest import task_digest as build_task_digest
-from ds4_context_engine.commands._retrieval import RETRIEVAL_HITS_DEFAULT, retrieve_history
+from ds4_context_engine.commands._retrieval import (
+    RETRIEVAL_HITS_DEFAULT,
+    retrieval_candidates,
+    retrieved_supplements,
+)
 from ds4_context_engine.pi import (
     PI_RUNTIME_ID,
     PiContext,
@@ -247,10 +252,29 @@ class ContextWorkspace:
         plan = plan_context(
             context.messages, model=descriptor, config=config, state=state, pins=pinned, supplemental=memory
         )
+        store = self.store if self.retrieval_hits else None
+
+        @functools.cache  # the search depends on the request only: one per call, whatever the passes
+        def candidates() -> tuple[tuple[CanonicalMessage, str], ...]:
+            if store is None:
+                return ()
+            session_id = self._session.session_id
+            return retrieval_candidates(store, session_id, context.messages, limit=self.retrieval_hits)
+
+        def cut_supplements(cut_plan: ContextPlan) -> tuple[SupplementalItem, ...]:
+            """The task digest of what ``cut_plan`` cut, then the retrieved history it does not hold."""
+            digest = None
+            if self.task_digest:
+                digest = build_task_digest(
+                    context.messages, cut_plan, write_tools=self.config.pruning.write_tools
+                )
+            retrieved = retrieved_supplements(candidates(), cut_plan, limit=self.retrieval_hits)
+            return (digest, *retrieved) if digest is not None else retrieved
+
         plan = plan_with_cut_supplements(
             context.messages,
             plan,
-            lambda cut_plan: self._cut_supplements(context.messages, cut_plan),
+            cut_supplements,
             lambda extra: plan_context(
                 context.messages,
                 model=descriptor,
@@ -267,23 +291,6 @@ class ContextWorkspace:
                 self.store.record_manifest(self._session.session_id, body, leaf_id=context.leaf_id)
         self._plan, self._plan_key = plan, key
         return plan
-
-    def _cut_supplements(
-        self, messages: Sequence[CanonicalMessage], plan: ContextPlan
-    ) -> tuple[SupplementalItem, ...]:
-        """The task digest of what ``plan`` cut, then the retrieved history that matches the request."""
-        extra: list[SupplementalItem] = []
-        if self.task_digest:
-            digest = build_task_digest(messages, plan, write_tools=self.config.pruning.write_tools)
-            if digest is not None:
-                extra.append(digest)
-        if self.store is not None and self.retrieval_hits:
-            extra.extend(
-                retrieve_history(
-                    self.store, self._session.session_id, messages, plan, limit=self.retrieval_hits
-                )
-            )
-        return tuple(extra)
 
     def close(self) -> None:
         if self.store is not None:
