@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
+import io
 import os
+import platform
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -87,6 +93,29 @@ def rewrite_wheel(
     return destination
 
 
+def repack_wheel(
+    source: Path, destination: Path, *, add: dict[str, bytes] | None = None, drop: tuple[str, ...] = ()
+) -> Path:
+    """Copy a wheel, adding or dropping members, with a RECORD that matches (a consistent wheel)."""
+    add = add or {}
+    with zipfile.ZipFile(source) as original:
+        members = [(info, original.read(info)) for info in original.infolist() if info.filename not in drop]
+    record_name = next(info.filename for info, _ in members if info.filename.endswith(".dist-info/RECORD"))
+    contents = [(info.filename, data) for info, data in members if info.filename != record_name]
+    contents += sorted(add.items())
+    rows = io.StringIO()
+    writer = csv.writer(rows, lineterminator="\n")
+    for name, data in contents:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        writer.writerow([name, f"sha256={digest}", len(data)])
+    writer.writerow([record_name, "", ""])
+    with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as copy:
+        for name, data in contents:
+            copy.writestr(name, data)
+        copy.writestr(record_name, rows.getvalue())
+    return destination
+
+
 def wheel_text(wheel: Path, member: str) -> str:
     """One text member of a wheel."""
     with zipfile.ZipFile(wheel) as archive:
@@ -107,6 +136,46 @@ def built_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=600,
     )
     return out
+
+
+# Compiled wheels are built and tagged manylinux for Linux x86_64 only (docs/contributing/release.md).
+LINUX_X86_64 = sys.platform == "linux" and platform.machine() == "x86_64"
+COMPILED_BUILD_ENV = {"HATCH_BUILD_HOOK_ENABLE_CUSTOM": "true"}
+
+
+@pytest.fixture(scope="session")
+def compiled_wheel(built_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The mypyc-compiled core wheel for the running Python, built from the fresh core sdist (as released)."""
+    if not LINUX_X86_64:
+        pytest.skip("compiled release wheels are built on Linux x86_64 only")
+    out = tmp_path_factory.mktemp("compiled")
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        constraints: list[str] = tomllib.load(handle)["tool"]["uv"]["build-constraint-dependencies"]
+    constraints_file = out / "build-constraints.txt"
+    constraints_file.write_text("\n".join(constraints) + "\n", encoding="utf-8")
+    sdist = built_dist / f"ds4_context_core-{workspace_version()}.tar.gz"
+    subprocess.run(
+        [
+            *(tool("uv"), "build", str(sdist), "--wheel", "--no-config", "--python", sys.executable),
+            *("--build-constraints", str(constraints_file), "--out-dir", str(out / "wheel")),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+        env=clean_env(**COMPILED_BUILD_ENV),
+    )
+    (wheel,) = (out / "wheel").glob("*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="session")
+def manylinux_wheel(compiled_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``compiled_wheel`` verified by auditwheel and retagged by ``scripts/retag_manylinux.py``."""
+    out = tmp_path_factory.mktemp("manylinux")
+    result = run_script("retag_manylinux.py", compiled_wheel, "--out-dir", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (wheel,) = out.glob("*.whl")
+    return wheel
 
 
 @pytest.fixture
