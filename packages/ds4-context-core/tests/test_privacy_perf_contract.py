@@ -415,3 +415,44 @@ def test_gated_redaction_equals_running_every_rule(text: str) -> None:
 def test_gated_redaction_on_edge_cases(text: str) -> None:
     assert redact_secrets(text) == reference_redaction(text)
     assert redact_secrets(text)[1] >= 1
+
+
+def expected_content_dict(source: dict[str, Any]) -> tuple[dict[str, Any] | None, int, int]:
+    """What sanitizing a content dict must give, key by key in order: None when two keys meet."""
+    result: dict[str, Any] = {}
+    blocked = redactions = 0
+    for key, value in source.items():
+        new_key, key_blocked, key_redactions = sanitize_text(key, destination="remote")
+        if new_key in result:
+            return None, 0, 0
+        if new_key != key:
+            blocked, redactions = blocked + key_blocked, redactions + key_redactions
+        inner = value["content"] if isinstance(value, dict) else value
+        text, text_blocked, text_redactions = sanitize_text(inner, destination="remote")
+        blocked, redactions = blocked + text_blocked, redactions + text_redactions
+        result[new_key] = {"content": text} if isinstance(value, dict) else text
+    return result, blocked, redactions
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    entries=st.lists(
+        st.tuples(TEXT, st.one_of(TEXT, TEXT.map(lambda text: {"content": text}))), min_size=1, max_size=6
+    )
+)
+def test_rewritten_keys_keep_their_place_and_every_value_is_still_sanitized(
+    entries: list[tuple[str, Any]],
+) -> None:
+    # A content dict whose keys hold markers or secrets is rebuilt from the first rewritten key on: the
+    # keys keep their order, and the values before and after it (nested ones too) are all sanitized.
+    source = dict(entries)
+    expected, blocked, redactions = expected_content_dict(source)
+    payload = {"metadata": source}
+    if expected is None:
+        with pytest.raises(PrivacyEnforcementError) as raised:
+            enforce_payload_privacy(payload, provider="openai")
+        assert raised.value.code == "privacy-key-collision"
+        return
+    result = enforce_payload_privacy(payload, provider="openai")
+    assert list(result.payload["metadata"].items()) == list(expected.items())
+    assert (result.blocked_blocks, result.secret_redactions) == (blocked, redactions)

@@ -258,10 +258,11 @@ def _key_text(key: Any) -> str:
 # ``endswith`` with bounds, so a text full of "_" or "=" costs no Python call per hit. A confirmation only
 # ever over-approximates its rule, and every string with a confirmed hit runs the full rules.
 #
-# The case-insensitive rules ("bearer", key words) are screened in a folded byte copy of the text: one
-# byte per character (anything non-ASCII becomes "?", which no such rule can match: they are re.ASCII),
-# ASCII letters lower-cased, the quotes and spaces a key word may be followed by made plain spaces, and
-# ":" made "=". So positions are the text's own, and a key word's gap is just a run of spaces.
+# The case-insensitive rules ("bearer", key words) are screened in a folded copy of the text, made as
+# bytes (one per character: anything non-ASCII becomes "?", which no such rule can match: they are
+# re.ASCII) and read back as an ASCII str, so its positions are searched like the text's. In it ASCII
+# letters are lower-cased, the quotes and spaces a key word may be followed by are plain spaces, and ":"
+# is "=". So positions are the text's own, and a key word's gap is just a run of spaces.
 _SCREEN_FOLD: Final = bytes.maketrans(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZ" + b" \t\n\r\f\v\"'" + b":",
     b"abcdefghijklmnopqrstuvwxyz" + b" " * 8 + b"=",
@@ -271,37 +272,21 @@ _GITHUB_HEADS: Final = ("ghp", "gho", "ghu", "ghs", "ghr")
 # and up to three spaces, or four spaces (a longer gap: the key word is not looked for, the string is
 # flagged anyway).
 _KEY_SIGN_HEADS: Final = (
-    *(
-        f"{word}{' ' * spaces}".encode()
-        for word in ("key", "token", "secret", "password")
-        for spaces in range(4)
-    ),
-    b"    ",
+    *(f"{word}{' ' * spaces}" for word in ("key", "token", "secret", "password") for spaces in range(4)),
+    "    ",
 )
-_BEARER_WORD: Final = re.compile(b"bearer")  # the regex engine's literal search beats bytes.find here
+_BEARER_WORD: Final = re.compile("bearer")  # the regex engine's literal search beats str.find here
 
 
 def _positions(text: str, anchor: str) -> list[int]:
     """Every position of the one-character ``anchor`` in ``text``."""
+    # ``text.find`` is called as a method each time, not through a bound local: compiled by mypyc, that
+    # call is a direct C call (a memchr), not a Python-level one.
     found: list[int] = []
-    add = found.append
-    find = text.find
-    position = find(anchor)
+    position = text.find(anchor)
     while position >= 0:
-        add(position)
-        position = find(anchor, position + 1)
-    return found
-
-
-def _byte_positions(data: bytes, anchor: int) -> list[int]:
-    """Every position of the byte ``anchor`` in ``data``."""
-    found: list[int] = []
-    add = found.append
-    find = data.find
-    position = find(anchor)
-    while position >= 0:
-        add(position)
-        position = find(anchor, position + 1)
+        found.append(position)
+        position = text.find(anchor, position + 1)
     return found
 
 
@@ -319,8 +304,8 @@ def _screen_hits(joined: str, redact: bool) -> Iterator[int]:
     yield from compress(underscores, map(joined.endswith, repeat(_GITHUB_HEADS), repeat(0), underscores))
     capital_ks = _positions(joined, "K")
     yield from compress(capital_ks, map(joined.endswith, repeat("A"), repeat(0), capital_ks))
-    folded = joined.encode("ascii", "replace").translate(_SCREEN_FOLD)
-    signs = _byte_positions(folded, ord("="))
+    folded = joined.encode("ascii", "replace").translate(_SCREEN_FOLD).decode("ascii")
+    signs = _positions(folded, "=")
     yield from compress(signs, map(folded.endswith, repeat(_KEY_SIGN_HEADS), repeat(0), signs))
     for match in _BEARER_WORD.finditer(folded):
         yield match.start()
@@ -356,6 +341,15 @@ def _plain_dict(mapping: Mapping[Any, Any]) -> dict[Any, Any]:
             "privacy-key-collision", "two payload keys are identical after sanitizing"
         )
     return copy
+
+
+def _drop_from(copy: dict[Any, Any], source: dict[Any, Any], first: Any) -> None:
+    """Remove ``first`` and every key after it in ``source`` from ``copy``, so they can be re-inserted."""
+    dropping = False
+    for key in source:
+        if dropping or key is first:
+            dropping = True
+            del copy[key]
 
 
 class _Walk:
@@ -408,9 +402,11 @@ class _Walk:
     def walk_dict(self, source: dict[Any, Any], in_content: bool, depth: int) -> dict[Any, Any]:
         if depth >= PRIVACY_MAX_DEPTH:
             raise PrivacyEnforcementError("privacy-payload-too-deep", "payload nesting exceeds the limit")
-        result: dict[Any, Any] = {}
+        # A copy, whose values are replaced where they change: most values stay as they are (content
+        # strings are screened later, in a batch), so that costs far fewer stores than building it anew.
+        result = source.copy()
         kinds = self.kinds
-        renamed = False  # once a key is rewritten, any later key may collide with it
+        renamed = False  # once a key is rewritten, the rest of the dict is rebuilt in order after it
         for key, item in source.items():
             child = kinds.get(key) if type(key) is str else None
             if child is _CLEAN_KEY:
@@ -420,49 +416,52 @@ class _Walk:
                 if in_content or type(key) is not str or "[" in key:
                     text_key = self.key(key, in_content)
                     if text_key is not key:
-                        renamed = True
+                        if not renamed:
+                            renamed = True
+                            _drop_from(result, source, key)
                         key = text_key  # noqa: PLW2901
             if renamed and key in result:
                 raise PrivacyEnforcementError(
                     "privacy-key-collision", "two payload keys are identical after sanitizing"
                 )
             kind = type(item)
+            value = item
             if kind is str:
                 if child:
                     self.texts.append(item)
                     self.owners.append(result)
                     self.slots.append(key)
                 elif "[" in item and _MARKER.search(item):
-                    item = self.text(item)  # noqa: PLW2901
+                    value = self.text(item)
             elif kind is dict:
-                item = self.walk_dict(item, child, depth + 1)  # noqa: PLW2901
+                value = self.walk_dict(item, child, depth + 1)
             elif kind is list:
-                item = self.walk_list(item, child, depth + 1)  # noqa: PLW2901
+                value = self.walk_list(item, child, depth + 1)
             elif not (item is None or kind is int or kind is float or kind is bool):
-                item = self.walk(item, child, depth + 1)  # noqa: PLW2901
-            result[key] = item
+                value = self.walk(item, child, depth + 1)
+            if renamed or value is not item:
+                result[key] = value
         return result
 
     def walk_list(self, values: Iterable[Any], in_content: bool, depth: int) -> list[Any]:
         if depth >= PRIVACY_MAX_DEPTH:
             raise PrivacyEnforcementError("privacy-payload-too-deep", "payload nesting exceeds the limit")
-        items: list[Any] = []
-        for item in values:
+        items = list(values)  # a copy whose changed items are replaced, as in walk_dict
+        for index, item in enumerate(items):
             kind = type(item)
             if kind is str:
                 if in_content:
                     self.texts.append(item)
                     self.owners.append(items)
-                    self.slots.append(len(items))
+                    self.slots.append(index)
                 elif "[" in item and _MARKER.search(item):
-                    item = self.text(item)  # noqa: PLW2901
+                    items[index] = self.text(item)
             elif kind is dict:
-                item = self.walk_dict(item, in_content, depth + 1)  # noqa: PLW2901
+                items[index] = self.walk_dict(item, in_content, depth + 1)
             elif kind is list:
-                item = self.walk_list(item, in_content, depth + 1)  # noqa: PLW2901
+                items[index] = self.walk_list(item, in_content, depth + 1)
             elif not (item is None or kind is int or kind is float or kind is bool):
-                item = self.walk(item, in_content, depth + 1)  # noqa: PLW2901
-            items.append(item)
+                items[index] = self.walk(item, in_content, depth + 1)
         return items
 
     def walk(self, value: Any, in_content: bool, depth: int) -> Any:
