@@ -6,8 +6,10 @@ Default: lint, typecheck, tests, tooling, build, artifacts, compiled, golden. On
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -40,16 +42,22 @@ addopts = --strict-config --strict-markers -ra -p no:cacheprovider
 filterwarnings = error
 """
 
-# The optional mypyc-compiled core wheel: its build hook is off unless this variable is set.
+# The mypyc-compiled core wheels: the build hook is off unless this variable is set. They are released
+# for Linux x86_64 only, tagged manylinux by scripts/retag_manylinux.py after auditwheel verifies them.
 COMPILED_BUILD_ENV = {"HATCH_BUILD_HOOK_ENABLE_CUSTOM": "true"}
-# Run against the installed compiled wheel: it must be the extension module that gets imported.
+COMPILED_RELEASE = sys.platform == "linux" and platform.machine() == "x86_64"
+# Run against the installed core: the resolver must have chosen the manylinux wheel, and its extension
+# module must be what gets imported.
 CHECK_COMPILED_IMPORT = """\
-import pathlib, sysconfig
+import importlib.metadata, pathlib, sysconfig
 import ds4_context_core._privacy_walk as walk
 path = pathlib.Path(walk.__file__).resolve()
 assert path.suffix in {".so", ".pyd"}, f"the privacy hot path was imported from {path}, not compiled"
 assert path.is_relative_to(pathlib.Path(sysconfig.get_path("platlib")).resolve()), path
-print("compiled privacy hot path:", path)
+wheel = importlib.metadata.distribution("ds4-context-core").read_text("WHEEL") or ""
+tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
+assert tags and all("-manylinux" in tag for tag in tags), f"installed core wheel tags: {tags}"
+print("compiled privacy hot path:", path, "from the wheel tagged", ", ".join(tags))
 """
 
 # pyenv hides 3.12/3.13 unless PYENV_VERSION lists them; there is no interpreter download here.
@@ -70,6 +78,16 @@ def _available_pythons() -> list[str]:
 
 
 PYTHONS = _available_pythons()
+
+
+@functools.cache
+def _interpreter(version: str) -> str:
+    """The real executable of ``python<version>`` (not a pyenv shim), for ``uv build --python``."""
+    found = shutil.which(f"python{version}") or sys.executable
+    return subprocess.run(
+        [found, "-c", "import sys; print(sys.executable)"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
 
 nox.options.default_venv_backend = "uv"
 nox.options.download_python = "never"
@@ -191,7 +209,12 @@ def tooling(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS[0])
 def build(session: nox.Session) -> None:
-    """Build wheels and sdists into dist/, check them, and prove a second build is byte-identical."""
+    """Build wheels, sdists and (Linux x86_64) manylinux compiled core wheels into dist/, check, rebuild.
+
+    The pure wheels and sdists are built twice and must be byte-identical; the compiled core wheel of
+    every Python found is built from the core sdist, verified by auditwheel and retagged manylinux
+    (twice on the first Python: byte-identical too).
+    """
     _sync(session, "dev")
     version = _workspace_version()
     session.run("python", str(SCRIPTS / "check_versions.py"))
@@ -209,12 +232,55 @@ def build(session: nox.Session) -> None:
         changed = sorted(name for name in one.keys() | two.keys() if one.get(name) != two.get(name))
         session.error(f"BLD001: the second build is not byte-identical: {', '.join(changed)}")
     session.log(f"second build is byte-identical ({len(one)} files, sha256 compared)")
+    release = tmp / "release"
+    release.mkdir()
+    for path in first:
+        shutil.copy2(path, release / path.name)
+    if COMPILED_RELEASE:
+        _build_compiled_release(session, tmp, tmp / "first" / f"ds4_context_core-{version}.tar.gz", release)
+        session.run(
+            "python", str(SCRIPTS / "check_wheels.py"), str(release), "--version", version,
+            "--compiled", *PYTHONS,
+        )  # fmt: skip
+    else:
+        session.warn("compiled core wheels are released for Linux x86_64 only: dist/ gets the pure ones")
     out = ROOT / "dist"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
-    for path in first:
+    for path in sorted(release.iterdir()):
         shutil.copy2(path, out / path.name)
     session.log(f"checked distributions are in {out}")
+
+
+def _build_compiled_release(session: nox.Session, tmp: Path, sdist: Path, release: Path) -> None:
+    """The mypyc-compiled core wheel of every Python found, built from the core sdist, verified by
+    auditwheel and retagged manylinux into ``release``; on the first Python, built and retagged twice."""
+    constraints = tmp / "build-constraints.txt"
+    constraints.write_text("\n".join(_build_constraints()) + "\n", encoding="utf-8")
+    local = tmp / "compiled"
+    again = tmp / "compiled-again"
+    for python in PYTHONS:
+        for out in (local, again) if python == PYTHONS[0] else (local,):
+            session.run(
+                "uv", "build", str(sdist), "--wheel", "--no-config", "--python", _interpreter(python),
+                "--build-constraints", str(constraints), "--out-dir", str(out),
+                env=COMPILED_BUILD_ENV, external=True,
+            )  # fmt: skip
+    built = sorted(local.glob("*.whl"))
+    retag = str(SCRIPTS / "retag_manylinux.py")
+    session.run("python", retag, *map(str, built), "--out-dir", str(release))
+    # BLD001: a second build and retag of the first Python's wheel gives the same bytes.
+    session.run("python", retag, *map(str, again.glob("*.whl")), "--out-dir", str(tmp / "manylinux-again"))
+    repeated = _digests(sorted((tmp / "manylinux-again").glob("*.whl")))
+    released = _digests(sorted(release.glob("*-manylinux_*.whl")))
+    if not repeated or any(released.get(name) != digest for name, digest in repeated.items()):
+        session.error(
+            f"BLD001: the second compiled build and retag is not byte-identical: {sorted(repeated)}"
+        )
+    session.log(f"second compiled build and retag is byte-identical ({', '.join(sorted(repeated))})")
+    manylinux = sorted(map(str, release.glob("*-manylinux_*.whl")))
+    session.run("twine", "check", "--strict", *manylinux)
+    session.run("check-wheel-contents", "--toplevel", "ds4_context_core", *manylinux)
 
 
 @nox.session(python=PYTHONS)
@@ -274,40 +340,27 @@ def artifacts(session: nox.Session) -> None:
         )  # fmt: skip
 
 
-@nox.session(python=PYTHONS)
+@nox.session(python=PYTHONS, requires=["build"])
 def compiled(session: nox.Session) -> None:
-    """The optional mypyc-compiled core wheel for this Python, built from the core sdist, checked,
-    installed with the pure adapters in a fresh venv; the privacy tests and benchmark run from there."""
+    """The released compiled core wheel from dist/ in a fresh venv: privacy tests and benchmark from there.
+
+    ``build`` runs first (``requires``). The whole release is offered to the installer, which must pick
+    the manylinux core wheel for this Python over the pure one, as pip does for users.
+    """
+    if not COMPILED_RELEASE:
+        session.skip("compiled core wheels are released for Linux x86_64 only")
     version = _workspace_version()
+    tag = f"cp{session.python}".replace(".", "") if isinstance(session.python, str) else ""
+    released = sorted((ROOT / "dist").glob(f"ds4_context_core-{version}-{tag}-{tag}-manylinux_*.whl"))
+    if len(released) != 1:
+        session.error(
+            f"dist/ holds {len(released)} compiled {tag} core wheels at {version}: run nox -s build"
+        )
     tmp = _tmp(session, "compiled")
-    pure = tmp / "pure"
-    _build(session, _snapshot(session), pure)
-    interpreter = str(Path(session.bin) / "python")
-    constraints = tmp / "build-constraints.txt"
-    constraints.write_text("\n".join(_build_constraints()) + "\n", encoding="utf-8")
-    sdist = pure / f"ds4_context_core-{version}.tar.gz"
-    built = tmp / "built"
-    # On the first Python, a second build must be byte-identical (the hook maps its temporary paths away).
-    for out in (built, tmp / "again") if session.python == PYTHONS[0] else (built,):
-        session.run(
-            "uv", "build", str(sdist), "--wheel", "--no-config", "--python", interpreter,
-            "--build-constraints", str(constraints), "--out-dir", str(out),
-            env=COMPILED_BUILD_ENV, external=True,
-        )  # fmt: skip
-    if (tmp / "again").is_dir():
-        one, two = (_digests(sorted(out.glob("*.whl"))) for out in (built, tmp / "again"))
-        if one != two:
-            session.error(f"BLD001: the second compiled build is not byte-identical: {sorted(one)}")
-        session.log(f"second compiled build is byte-identical ({', '.join(sorted(one))})")
-    # The compiled core wheel in place of the pure one, beside the pure adapters and the three sdists.
-    dist = tmp / "dist"
-    dist.mkdir()
-    for path in pure.iterdir():
-        if not path.name.startswith(f"ds4_context_core-{version}-"):
-            shutil.copy2(path, dist / path.name)
-    (wheel,) = built.glob(f"ds4_context_core-{version}-cp*.whl")
-    shutil.copy2(wheel, dist / wheel.name)
+    # A private copy of the whole release: three sdists, three pure wheels, the compiled core wheels.
+    dist = Path(shutil.copytree(ROOT / "dist", tmp / "dist"))
     session.run("python", str(SCRIPTS / "check_wheels.py"), str(dist), "--version", version, "--compiled")
+    interpreter = str(Path(session.bin) / "python")
     venv = tmp / "venv"
     session.run("uv", "venv", "--no-config", "--python", interpreter, str(venv), external=True)
     python = str(venv / "bin" / "python")
@@ -315,6 +368,7 @@ def compiled(session: nox.Session) -> None:
         "uv", "pip", "install", "--python", python, *TEST_REQUIREMENTS, *_third_party_requirements(dist),
         external=True,
     )  # fmt: skip
+    # Both core wheels are offered; the installer must choose the compiled one for this Python and platform.
     session.run(
         "uv", "pip", "install", "--python", python, "--no-config", "--no-index", "--no-cache",
         "--find-links", str(dist), *[arg for name in PACKAGES for arg in ("--reinstall-package", name)],

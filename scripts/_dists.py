@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import csv
 import email.parser
 import hashlib
+import io
 import re
 import tarfile
 import zipfile
@@ -15,9 +18,11 @@ from _release import DISTRIBUTIONS, Distribution, ReleaseError, normalize_name, 
 
 __all__ = [
     "WheelFile",
+    "b64_sha256",
     "read_sdist_member",
     "read_sdist_names",
     "read_wheel",
+    "record_problems",
     "sha256_file",
     "sibling_pin_problems",
     "third_party_requirements",
@@ -52,6 +57,44 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 16), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def b64_sha256(data: bytes) -> str:
+    """The urlsafe, unpadded base64 sha256 that a wheel's RECORD carries."""
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
+
+
+def record_problems(path: Path) -> list[str]:
+    """Every file of the wheel whose RECORD entry is missing or wrong (hash or size), and stale entries."""
+    problems: list[str] = []
+    with zipfile.ZipFile(path) as archive:
+        names = [name for name in archive.namelist() if not name.endswith("/")]
+        records = [name for name in names if name.endswith(".dist-info/RECORD")]
+        if len(records) != 1:
+            return [f"{len(records)} RECORD files"]
+        rows = list(csv.reader(io.StringIO(archive.read(records[0]).decode("utf-8"))))
+        listed: dict[str, tuple[str, str]] = {}
+        for row in rows:
+            if not row:
+                continue
+            if len(row) != 3:
+                problems.append(f"malformed RECORD row {row!r}")
+                continue
+            listed[row[0]] = (row[1], row[2])
+        for name in names:
+            if name == records[0]:
+                continue
+            if name not in listed:
+                problems.append(f"{name} is not in RECORD")
+                continue
+            data = archive.read(name)
+            digest, size = listed[name]
+            if digest != f"sha256={b64_sha256(data)}" or size != str(len(data)):
+                problems.append(f"{name} does not match its RECORD entry")
+        problems += [
+            f"RECORD lists {name}, which is not in the wheel" for name in sorted(set(listed) - set(names))
+        ]
+    return problems
 
 
 def read_wheel(path: Path) -> WheelFile:

@@ -30,10 +30,6 @@ does not match its files, MNL007 the policy is not a ``manylinux_2_<minor>_<arch
 from __future__ import annotations
 
 import argparse
-import base64
-import csv
-import hashlib
-import io
 import json
 import os
 import re
@@ -45,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from _dists import b64_sha256, record_problems
 from _release import ReleaseError, report
 
 __all__ = [
@@ -54,7 +51,6 @@ __all__ = [
     "audit_wheel",
     "main",
     "parse_policy",
-    "record_problems",
     "retag_wheel",
     "verdict",
 ]
@@ -107,10 +103,6 @@ class Audit:
     unsupported_isa: bool
 
 
-def _b64_sha256(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode("ascii")
-
-
 def _tail(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     last = lines[-1] if lines else ""
@@ -148,39 +140,6 @@ def _check_local_wheel(path: Path, policy: Policy) -> re.Match[str]:
             "MNL001", f"{path.name}: its WHEEL file lists tags {tags}, expected [{expected!r}]"
         )
     return match
-
-
-def record_problems(path: Path) -> list[str]:
-    """Every file of the wheel whose RECORD entry is missing or wrong (hash or size), and stale entries."""
-    problems: list[str] = []
-    with zipfile.ZipFile(path) as archive:
-        names = [name for name in archive.namelist() if not name.endswith("/")]
-        records = [name for name in names if name.endswith(".dist-info/RECORD")]
-        if len(records) != 1:
-            return [f"{len(records)} RECORD files"]
-        rows = list(csv.reader(io.StringIO(archive.read(records[0]).decode("utf-8"))))
-        listed: dict[str, tuple[str, str]] = {}
-        for row in rows:
-            if not row:
-                continue
-            if len(row) != 3:
-                problems.append(f"malformed RECORD row {row!r}")
-                continue
-            listed[row[0]] = (row[1], row[2])
-        for name in names:
-            if name == records[0]:
-                continue
-            if name not in listed:
-                problems.append(f"{name} is not in RECORD")
-                continue
-            data = archive.read(name)
-            digest, size = listed[name]
-            if digest != f"sha256={_b64_sha256(data)}" or size != str(len(data)):
-                problems.append(f"{name} does not match its RECORD entry")
-        problems += [
-            f"RECORD lists {name}, which is not in the wheel" for name in sorted(set(listed) - set(names))
-        ]
-    return problems
 
 
 def find_auditwheel() -> str | None:
@@ -288,7 +247,7 @@ def retag_wheel(path: Path, out_dir: Path, policy: Policy) -> Path:
     )
     prefix = f"{dist_info}/WHEEL,"
     record_lines = [
-        f"{prefix}sha256={_b64_sha256(wheel_file)},{len(wheel_file)}" if line.startswith(prefix) else line
+        f"{prefix}sha256={b64_sha256(wheel_file)},{len(wheel_file)}" if line.startswith(prefix) else line
         for line in record_lines
     ]
     record = ("\n".join(record_lines) + "\n").encode("utf-8")

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import io
+import shutil
+import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
-from conftest import rewrite_wheel, run_script, wheel_text, workspace_version
+from conftest import repack_wheel, rewrite_wheel, run_script, wheel_text, workspace_version
+
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def _wheel(dist: Path, stem: str) -> Path:
@@ -133,48 +138,136 @@ def test_an_sdist_carrying_a_siblings_source_fails(dist_copy: Path) -> None:
     assert "src/ds4_context_engine/__init__.py" in output
 
 
-_EXTENSION = "ds4_context_core/_privacy_walk.cpython-311-x86_64-linux-gnu.so"
-
-
-def _as_compiled(dist: Path, stem: str, *, add: dict[str, bytes], drop: tuple[str, ...] = ()) -> None:
-    """Turn a pure wheel into a stand-in for a compiled one: extension members and CPython tags."""
-    _tamper(dist, stem, add=add, drop=drop)
-    wheel = _wheel(dist, stem)
-    wheel.rename(dist / wheel.name.replace("-py3-none-any.whl", "-cp311-cp311-linux_x86_64.whl"))
-
-
-def _check_compiled(dist: Path) -> tuple[int, str]:
-    result = run_script("check_wheels.py", dist, "--version", workspace_version(), "--compiled")
+def _check_compiled(dist: Path, *pythons: str) -> tuple[int, str]:
+    result = run_script("check_wheels.py", dist, "--version", workspace_version(), "--compiled", *pythons)
     return result.returncode, result.stdout + result.stderr
 
 
-def test_a_compiled_core_wheel_passes_only_when_one_is_expected(dist_copy: Path) -> None:
-    _as_compiled(dist_copy, "ds4_context_core", add={_EXTENSION: b"\x7fELF"})
+def _add(dist: Path, wheel: Path, name: str | None = None) -> Path:
+    return Path(shutil.copy2(wheel, dist / (name or wheel.name)))
+
+
+def _repacked(dist: Path, wheel: Path, *, add: dict[str, bytes], drop: tuple[str, ...] = ()) -> Path:
+    """The manylinux wheel with members changed and a RECORD that matches them, in ``dist``."""
+    return repack_wheel(wheel, dist / wheel.name, add=add, drop=drop)
+
+
+def test_the_release_set_with_compiled_core_wheels_passes(dist_copy: Path, manylinux_wheel: Path) -> None:
+    _add(dist_copy, manylinux_wheel)
     code, output = _check_compiled(dist_copy)
     assert code == 0, output
-    assert "three wheels (core compiled) and three sdists" in output
+    assert "three wheels (plus 1 compiled core wheel(s)) and three sdists" in output
+    code, output = _check_compiled(dist_copy, PYTHON)
+    assert code == 0, output
+    code, output = _check_compiled(dist_copy, PYTHON, "3.99")
+    assert code == 1
+    assert "error WHL001:" in output
+    assert "no compiled ds4-context-core wheel for cp399" in output
+    # Without --compiled, a compiled wheel is one core wheel too many.
     code, output = _check(dist_copy)
     assert code == 1
-    assert "error WHL002:" in output
+    assert "expected one ds4-context-core wheel, found 2" in output
+
+
+def test_a_local_linux_tag_is_refused(dist_copy: Path, compiled_wheel: Path) -> None:
+    _add(dist_copy, compiled_wheel)
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert (
+        f"error WHL010: {compiled_wheel.name}: platform tag linux_x86_64 is not a manylinux policy" in output
+    )
+    assert "refused by PyPI" in output
+
+
+def test_compiled_mode_needs_the_pure_fallback_a_compiled_core_and_pure_adapters(
+    dist_copy: Path, manylinux_wheel: Path
+) -> None:
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert "error WHL001:" in output
+    assert "no compiled ds4-context-core wheel" in output
+    _add(dist_copy, manylinux_wheel)
+    engine = _wheel(dist_copy, "ds4_context_engine")
+    engine.rename(dist_copy / engine.name.replace("py3-none-any.whl", manylinux_wheel.name.split("-", 2)[2]))
+    _wheel(dist_copy, "ds4_context_core").unlink()
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert (
+        "expected one pure ds4-context-core wheel (the fallback for every other platform), found 0" in output
+    )
+    assert "error WHL002: ds4_context_engine" in output
     assert "expected a pure py3-none-any wheel" in output
 
 
-def test_compiled_mode_refuses_a_pure_core_wheel_and_a_compiled_adapter(dist_copy: Path) -> None:
-    _as_compiled(dist_copy, "ds4_context_engine", add={})
-    code, output = _check_compiled(dist_copy)
-    assert code == 1
-    assert "error WHL009: ds4_context_core" in output
-    assert "no compiled extension module for ds4_context_core/_privacy_walk" in output
-    assert "error WHL002: ds4_context_engine" in output
-
-
-def test_a_compiled_core_wheel_must_keep_the_python_source(dist_copy: Path) -> None:
-    _as_compiled(
-        dist_copy,
-        "ds4_context_core",
-        add={_EXTENSION: b"\x7fELF"},
-        drop=("ds4_context_core/_privacy_walk.py",),
-    )
+def test_a_compiled_core_wheel_must_keep_the_python_source(dist_copy: Path, manylinux_wheel: Path) -> None:
+    _repacked(dist_copy, manylinux_wheel, add={}, drop=("ds4_context_core/_privacy_walk.py",))
     code, output = _check_compiled(dist_copy)
     assert code == 1
     assert "_privacy_walk.py is missing beside its compiled one" in output
+    assert "error WHL013:" in output
+    assert "beyond extensions: ds4_context_core/_privacy_walk.py" in output
+
+
+def test_a_compiled_wheel_without_the_extension_module_fails(dist_copy: Path, manylinux_wheel: Path) -> None:
+    with zipfile.ZipFile(manylinux_wheel) as archive:
+        extension = next(
+            n for n in archive.namelist() if n.startswith("ds4_context_core/_privacy_walk.cpython")
+        )
+    _repacked(dist_copy, manylinux_wheel, add={}, drop=(extension,))
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert "error WHL009:" in output
+    assert "no compiled extension module for ds4_context_core/_privacy_walk" in output
+
+
+def test_an_extension_for_another_python_or_place_fails(dist_copy: Path, manylinux_wheel: Path) -> None:
+    other = "ds4_context_core/_other.cpython-399-x86_64-linux-gnu.so"
+    _repacked(dist_copy, manylinux_wheel, add={other: b"\x7fELF", "_top.abi3.so": b"\x7fELF"})
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert f"error WHL012: {manylinux_wheel.name}: extension module {other} is not" in output
+    assert f".cpython-{PYTHON.replace('.', '')}-x86_64-linux-gnu.so" in output
+    assert "extension module _top.abi3.so is not" in output
+
+
+def test_a_compiled_wheel_whose_files_differ_from_the_pure_one_fails(
+    dist_copy: Path, manylinux_wheel: Path
+) -> None:
+    changed = wheel_text(manylinux_wheel, "ds4_context_core/__init__.py") + "\nCHANGED = True\n"
+    _repacked(
+        dist_copy,
+        manylinux_wheel,
+        add={"ds4_context_core/__init__.py": changed.encode()},
+        drop=("ds4_context_core/__init__.py",),
+    )
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert "error WHL013:" in output
+    assert "beyond extensions: ds4_context_core/__init__.py" in output
+    assert "WHL014" not in output, "the repacked RECORD matches"
+
+
+def test_a_compiled_wheel_whose_record_is_stale_fails(dist_copy: Path, manylinux_wheel: Path) -> None:
+    rewrite_wheel(
+        manylinux_wheel, dist_copy / manylinux_wheel.name, replace={"ds4_context_core/py.typed": b"stale"}
+    )
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert "error WHL014:" in output
+    assert "ds4_context_core/py.typed does not match its RECORD entry" in output
+
+
+def test_tags_of_a_compiled_wheel_must_agree_with_its_wheel_file_and_one_policy(
+    dist_copy: Path, manylinux_wheel: Path
+) -> None:
+    prefix = manylinux_wheel.name.split("manylinux_", 1)[0]
+    renamed = _add(dist_copy, manylinux_wheel, f"{prefix}manylinux_2_28_x86_64.whl")
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert f"error WHL011: {renamed.name}: its WHEEL file lists tags" in output
+    renamed.unlink()
+    mixed = _add(dist_copy, manylinux_wheel, f"{prefix}manylinux_2_17_x86_64.manylinux2010_x86_64.whl")
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert f"error WHL010: {mixed.name}: platform tags" in output
+    assert "name more than one manylinux policy" in output

@@ -95,7 +95,7 @@ def test_a_verified_wheel_is_retagged_byte_identically(compiled_wheel: Path, tmp
     assert {entry[1:] for entry in after.values()} == {entry[1:] for entry in before.values()}
     sys.path.insert(0, str(SCRIPTS))
     try:
-        from retag_manylinux import record_problems  # noqa: PLC0415
+        from _dists import record_problems  # noqa: PLC0415
     finally:
         sys.path.remove(str(SCRIPTS))
     assert record_problems(first) == []
