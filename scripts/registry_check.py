@@ -9,10 +9,20 @@ the adapters pin core exactly. It then creates a clean venv (``uv venv``), insta
 dependencies the wheels declare, installs the three downloaded wheels with no index at all, checks what
 got installed and runs ``ds4-context-conformance`` against the reference adapter from that venv.
 
+When the index also lists compiled core wheels (``cp311-cp311-manylinux_2_17_x86_64...``), one pure
+``py3-none-any`` core wheel must still be listed (the fallback for every other platform); the download
+for this platform and Python must be the compiled wheel the index lists for it (judged by this
+interpreter's CPython version, architecture and glibc), a second isolated download for another platform
+(``--platform any``) must be the pure one, both are checked against the index's sha256, and the clean venv
+must import the privacy hot path from the compiled extension module, not from ``_privacy_walk.py``. With
+only pure wheels on the index, the venv must import ``_privacy_walk.py``.
+
 Codes: REG001 not an exact version, REG002 index page unreachable, REG003 the version's wheel or its
 sha256 is not listed, REG004 download failed, REG005 sha256 mismatch, REG006 name or version mismatch,
 REG007 sibling pin mismatch, REG008 install failed, REG009 installed version or location wrong, REG010
-conformance failed, REG011 environment problem (no uv, no venv).
+conformance failed, REG011 environment problem (no uv, no venv), REG012 pip chose another core wheel than
+the one the index lists for this platform and Python (or for other platforms), REG013 the clean venv
+imports the privacy hot path from the wrong kind of module.
 """
 
 from __future__ import annotations
@@ -23,9 +33,12 @@ import importlib
 import importlib.util
 import json
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import urllib.error
 import urllib.parse
@@ -37,11 +50,20 @@ from pathlib import Path
 from _dists import WheelFile, read_wheel, sha256_file, sibling_pin_problems, third_party_requirements
 from _release import DISTRIBUTIONS, Distribution, ReleaseError, is_release_version, report
 
-__all__ = ["IndexFile", "index_files", "main", "registry_check"]
+__all__ = ["IndexFile", "Listing", "index_files", "main", "matches_this_interpreter", "registry_check"]
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 CONFORMANCE_TARGET = "ds4_context_reference_adapter:conformance_factory"
 _TAIL = 1500
+PURE_TAGS = "py3-none-any"
+HOT_PATH = "ds4_context_core._privacy_walk"
+_WHEEL_TAGS = re.compile(
+    r"[^-]+-[^-]+(?:-\d[^-]*)?-(?P<python>[^-]+)-(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl"
+)
+_MANYLINUX = re.compile(
+    r"(?:manylinux_(?P<major>\d+)_(?P<minor>\d+)|(?P<legacy>manylinux1|manylinux2010|manylinux2014))_(?P<arch>.+)"
+)
+_LEGACY_GLIBC = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 
 
 @dataclass(frozen=True)
@@ -146,13 +168,63 @@ out = {}
 for dist, package in json.loads(sys.argv[1]):
     module = importlib.import_module(package)
     out[dist] = [md.version(dist), getattr(module, "__version__", None), module.__file__]
+out[sys.argv[2]] = importlib.import_module(sys.argv[2]).__file__
 print(json.dumps(out))
 """
 
 
-def _listed_wheels(index_url: str, version: str) -> dict[str, IndexFile]:
-    """Step 1: the index lists exactly one wheel per distribution at ``version``, with a sha256."""
-    listed: dict[str, IndexFile] = {}
+@dataclass(frozen=True)
+class Listing:
+    """What the index lists at one version: each distribution's pure wheel, and core's compiled wheels."""
+
+    pure: dict[str, IndexFile]
+    compiled: tuple[IndexFile, ...]
+
+    def for_this_interpreter(self) -> tuple[IndexFile, ...]:
+        """The compiled core wheels this interpreter and platform can install."""
+        return tuple(f for f in self.compiled if matches_this_interpreter(f.filename))
+
+
+def _glibc() -> tuple[int, int] | None:
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):
+        return None
+    match = re.fullmatch(r"glibc (\d+)\.(\d+).*", text)
+    return None if match is None else (int(match[1]), int(match[2]))
+
+
+def matches_this_interpreter(filename: str) -> bool:
+    """Whether a CPython wheel's tags fit the running interpreter: its version and ABI, and a platform tag
+    that is this machine's own or a manylinux policy its architecture and glibc satisfy."""
+    match = _WHEEL_TAGS.fullmatch(filename)
+    ours = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    if match is None or sys.implementation.name != "cpython":
+        return False
+    if ours not in match["python"].split(".") or ours not in match["abi"].split("."):
+        return False
+    machine = platform.machine().lower()
+    own = re.sub(r"[-.]", "_", sysconfig.get_platform())
+    glibc = _glibc()
+    for tag in match["platform"].split("."):
+        if tag == own:
+            return True
+        manylinux = _MANYLINUX.fullmatch(tag)
+        if manylinux is None or not sys.platform.startswith("linux") or glibc is None:
+            continue
+        if manylinux["legacy"]:
+            needed = _LEGACY_GLIBC[manylinux["legacy"]]
+        else:
+            needed = (int(manylinux["major"]), int(manylinux["minor"]))
+        if manylinux["arch"] == machine and needed <= glibc:
+            return True
+    return False
+
+
+def _listed_wheels(index_url: str, version: str) -> Listing:
+    """Step 1: one pure wheel per distribution at ``version`` (core may add compiled ones), with sha256."""
+    pure: dict[str, IndexFile] = {}
+    compiled: list[IndexFile] = []
     for dist in DISTRIBUTIONS:
         prefix = f"{dist.file_stem}-{version}-"
         candidates = [
@@ -160,47 +232,96 @@ def _listed_wheels(index_url: str, version: str) -> dict[str, IndexFile]:
             for f in index_files(index_url, dist)
             if f.filename.startswith(prefix) and f.filename.endswith(".whl")
         ]
-        if len(candidates) != 1:
+        for candidate in candidates:
+            if not candidate.sha256:
+                raise ReleaseError("REG003", f"{index_url}: {candidate.filename} is listed without #sha256=")
+        pure_ones = [f for f in candidates if f.filename.endswith(f"-{PURE_TAGS}.whl")]
+        others = [f for f in candidates if f not in pure_ones]
+        if dist == DISTRIBUTIONS[0] and others:
+            if len(pure_ones) != 1:
+                raise ReleaseError(
+                    "REG003",
+                    f"{index_url}: expected one pure {dist.name} {version} wheel beside its compiled ones "
+                    f"(the fallback for every other platform), the index lists {len(pure_ones)}",
+                )
+            compiled += others
+        elif len(candidates) != 1 or len(pure_ones) != 1:
             raise ReleaseError(
                 "REG003",
-                f"{index_url}: expected one {dist.name} {version} wheel, the index lists {len(candidates)}",
+                f"{index_url}: expected one {dist.name} {version} wheel ({PURE_TAGS}), the index lists "
+                f"{', '.join(f.filename for f in candidates) or 'none'}",
             )
-        if not candidates[0].sha256:
-            raise ReleaseError("REG003", f"{index_url}: {candidates[0].filename} is listed without #sha256=")
-        listed[dist.name] = candidates[0]
-    return listed
+        pure[dist.name] = pure_ones[0]
+    return Listing(pure, tuple(compiled))
 
 
-def _download_and_verify(
-    index_url: str, version: str, listed: dict[str, IndexFile], downloads: Path
-) -> list[WheelFile]:
-    """Step 2: an isolated pip downloads the three wheels; each must match the index and pin core exactly."""
-    if importlib.util.find_spec("pip") is None:
-        raise ReleaseError(
-            "REG011", f"pip is needed for the isolated download and is missing in {sys.prefix}"
-        )
+def _pip_download(index_url: str, requirements: list[str], dest: Path, *options: str) -> None:
     _run(
         [
             sys.executable, "-m", "pip", "download", "--isolated", "--no-deps", "--only-binary", ":all:",
             "--no-cache-dir", "--disable-pip-version-check", "--no-input", "--quiet",
-            "--index-url", index_url, "--dest", str(downloads),
-            *(f"{dist.name}=={version}" for dist in DISTRIBUTIONS),
+            "--index-url", index_url, "--dest", str(dest), *options, *requirements,
         ],
         "REG004",
         "pip download",
     )  # fmt: skip
+
+
+def _downloaded(dest: Path, dist: Distribution, version: str) -> Path:
+    found = sorted(dest.glob(f"{dist.file_stem}-{version}-*.whl"))
+    if len(found) != 1:
+        raise ReleaseError(
+            "REG004", f"pip downloaded {len(found)} {dist.name} {version} wheels, expected one"
+        )
+    return found[0]
+
+
+def _download_and_verify(index_url: str, version: str, listing: Listing, downloads: Path) -> list[WheelFile]:
+    """Step 2: an isolated pip downloads the three wheels; each must match the index and pin core exactly.
+
+    Core's is the compiled wheel the index lists for this platform and Python when there is one, else the
+    pure one; with compiled wheels listed, a download for another platform must give the pure one.
+    """
+    if importlib.util.find_spec("pip") is None:
+        raise ReleaseError(
+            "REG011", f"pip is needed for the isolated download and is missing in {sys.prefix}"
+        )
+    _pip_download(index_url, [f"{dist.name}=={version}" for dist in DISTRIBUTIONS], downloads)
+    core = DISTRIBUTIONS[0]
+    expected_core = listing.for_this_interpreter() or (listing.pure[core.name],)
     wheels: list[WheelFile] = []
     problems: list[ReleaseError] = []
     for dist in DISTRIBUTIONS:
-        path = downloads / listed[dist.name].filename
-        if not path.is_file():
-            raise ReleaseError("REG004", f"pip did not download {path.name}")
+        path = _downloaded(downloads, dist, version)
+        candidates = expected_core if dist == core else (listing.pure[dist.name],)
+        listed = next((f for f in candidates if f.filename == path.name), None)
+        if listed is None:
+            names = ", ".join(f.filename for f in candidates)
+            raise ReleaseError(
+                "REG012",
+                f"pip downloaded {path.name} for this platform and Python; the index lists {names} for it",
+            )
         try:
             wheel = read_wheel(path)
         except ReleaseError as exc:
             raise ReleaseError("REG006", exc.message) from exc
-        problems += _verify(wheel, dist, version, listed[dist.name])
+        problems += _verify(wheel, dist, version, listed)
         wheels.append(wheel)
+    if listing.compiled:
+        # Every other platform gets the pure wheel: pip told that the target is "any" platform must take it.
+        other = downloads.parent / "download-other-platform"
+        python = f"{sys.version_info.major}.{sys.version_info.minor}"
+        _pip_download(
+            index_url, [f"{core.name}=={version}"], other, "--platform", "any", "--python-version", python
+        )
+        path = _downloaded(other, core, version)
+        fallback = listing.pure[core.name]
+        if path.name != fallback.filename:
+            raise ReleaseError(
+                "REG012",
+                f"pip downloaded {path.name} for another platform, expected the pure {fallback.filename}",
+            )
+        problems += _verify(read_wheel(path), core, version, fallback)
     if len(problems) > 1:
         raise ReleaseError(problems[0].code, "; ".join(map(str, problems)))
     if problems:
@@ -208,8 +329,9 @@ def _download_and_verify(
     return wheels
 
 
-def _install_clean(wheels: list[WheelFile], version: str, work: Path) -> Path:
-    """Step 3: a clean venv gets the dependencies, then the downloaded wheels with no index at all."""
+def _install_clean(wheels: list[WheelFile], version: str, work: Path, *, compiled: bool) -> Path:
+    """Step 3: a clean venv gets the dependencies, then the downloaded wheels with no index at all;
+    ``compiled``: the privacy hot path must be imported from core's extension module."""
     uv = _uv()
     venv = work / "venv"
     _run([uv, "venv", "--no-config", "--python", sys.executable, str(venv)], "REG011", "creating the venv")
@@ -232,7 +354,12 @@ def _install_clean(wheels: list[WheelFile], version: str, work: Path) -> Path:
     )  # fmt: skip
     pairs = json.dumps([[dist.name, dist.package] for dist in DISTRIBUTIONS])
     installed = json.loads(
-        _run([str(python), "-c", _INSPECT, pairs], "REG009", "importing the installed packages", cwd=work)
+        _run(
+            [str(python), "-c", _INSPECT, pairs, HOT_PATH],
+            "REG009",
+            "importing the installed packages",
+            cwd=work,
+        )
     )
     for dist in DISTRIBUTIONS:
         meta_version, dunder, location = installed[dist.name]
@@ -242,6 +369,11 @@ def _install_clean(wheels: list[WheelFile], version: str, work: Path) -> Path:
             )
         if not Path(location).resolve().is_relative_to(venv.resolve()):
             raise ReleaseError("REG009", f"{dist.package} imports from {location}, not from the clean venv")
+    hot_path = Path(installed[HOT_PATH])
+    is_extension = hot_path.suffix in {".so", ".pyd"}
+    if is_extension != compiled or not hot_path.resolve().is_relative_to(venv.resolve()):
+        wanted = "the compiled extension module" if compiled else "_privacy_walk.py (pure wheel)"
+        raise ReleaseError("REG013", f"the clean venv imports {HOT_PATH} from {hot_path}, expected {wanted}")
     return venv
 
 
@@ -272,12 +404,20 @@ def registry_check(version: str, index_url: str, work: Path) -> None:
         raise ReleaseError(
             "REG001", f"{version!r} is not an exact release version like 0.1.0 (no ranges, no 'latest')"
         )
-    listed = _listed_wheels(index_url, version)
-    _say(f"ok: the index lists one wheel with a sha256 for each of the three at {version}")
-    wheels = _download_and_verify(index_url, version, listed, work / "download")
+    listing = _listed_wheels(index_url, version)
+    extra = f", and {len(listing.compiled)} compiled core wheel(s)" if listing.compiled else ""
+    _say(f"ok: the index lists one pure wheel with a sha256 for each of the three at {version}{extra}")
+    wheels = _download_and_verify(index_url, version, listing, work / "download")
     _say("ok: downloaded wheels match the index's sha256, their names, versions and exact core pins")
-    venv = _install_clean(wheels, version, work)
+    compiled = bool(listing.for_this_interpreter())
+    if compiled:
+        _say(f"ok: pip chose the compiled {wheels[0].path.name} for this platform and Python")
+    if listing.compiled:
+        _say(f"ok: for other platforms pip gets the pure {listing.pure[DISTRIBUTIONS[0].name].filename}")
+    venv = _install_clean(wheels, version, work, compiled=compiled)
     _say(f"ok: installed {version} of all three into a clean venv from the downloaded files only")
+    kind = "compiled extension module" if compiled else "pure _privacy_walk.py"
+    _say(f"ok: the clean venv imports the privacy hot path from the {kind}")
     _conformance(venv, work)
     _say(f"ok: conformance passes from the installed {version} wheels")
 

@@ -8,18 +8,29 @@ after publication. Every server is stopped by its pid.
 from __future__ import annotations
 
 import hashlib
+import platform
 import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
 import pytest
-from conftest import SCRIPTS, clean_env, rewrite_wheel, run_script, tool, wheel_text, workspace_version
+from conftest import (
+    SCRIPTS,
+    clean_env,
+    repack_wheel,
+    rewrite_wheel,
+    run_script,
+    tool,
+    wheel_text,
+    workspace_version,
+)
 
 Server = Callable[[list[Path]], str]
 
@@ -106,12 +117,87 @@ def test_a_published_release_passes_the_registry_check(built_dist: Path, serve: 
     index = serve(_wheels(built_dist))
     result = run_script("registry_check.py", workspace_version(), "--index-url", index)
     output = result.stdout + result.stderr
-    assert "ok: the index lists one wheel with a sha256 for each of the three" in output
+    assert "ok: the index lists one pure wheel with a sha256 for each of the three" in output
+    assert "compiled core wheel" not in output
     assert "ok: downloaded wheels match the index's sha256" in output
     assert "ok: installed" in output, output
+    assert "ok: the clean venv imports the privacy hot path from the pure _privacy_walk.py" in output
     assert "ok: conformance passes" in output
     assert result.returncode == 0, output
     assert "registry check passed" in output
+
+
+def _for_another_python(wheel: Path, directory: Path) -> Path:
+    """A copy of the compiled wheel named for a CPython that does not exist: no installer may pick it."""
+    ours = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    directory.mkdir(exist_ok=True)
+    return Path(shutil.copy2(wheel, directory / wheel.name.replace(f"{ours}-{ours}", "cp399-cp399")))
+
+
+def test_this_platform_gets_the_compiled_core_wheel_and_others_the_pure_one(
+    built_dist: Path, manylinux_wheel: Path, serve: Server, tmp_path: Path
+) -> None:
+    version = workspace_version()
+    other = _for_another_python(manylinux_wheel, tmp_path / "other")
+    index = serve([*_wheels(built_dist), manylinux_wheel, other])
+    result = run_script("registry_check.py", version, "--index-url", index)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert f"at {version}, and 2 compiled core wheel(s)" in output
+    assert f"ok: pip chose the compiled {manylinux_wheel.name} for this platform and Python" in output
+    assert f"ok: for other platforms pip gets the pure ds4_context_core-{version}-py3-none-any.whl" in output
+    assert "ok: the clean venv imports the privacy hot path from the compiled extension module" in output
+    assert "ok: conformance passes" in output
+
+
+def test_compiled_core_wheels_without_the_pure_fallback_fail(
+    built_dist: Path, manylinux_wheel: Path, serve: Server
+) -> None:
+    files = [w for w in _wheels(built_dist) if not w.name.startswith("ds4_context_core-")]
+    result = run_script(
+        "registry_check.py", workspace_version(), "--index-url", serve([*files, manylinux_wheel])
+    )
+    assert result.returncode == 1
+    assert "error REG003:" in result.stderr
+    expected = f"expected one pure ds4-context-core {workspace_version()} wheel beside its compiled ones"
+    assert expected in result.stderr
+
+
+def test_a_compiled_wheel_that_imports_the_pure_module_fails(
+    built_dist: Path, manylinux_wheel: Path, serve: Server, tmp_path: Path
+) -> None:
+    with zipfile.ZipFile(manylinux_wheel) as archive:
+        extensions = tuple(name for name in archive.namelist() if name.endswith(".so"))
+    assert extensions
+    (tmp_path / "hollow").mkdir()
+    hollow = repack_wheel(manylinux_wheel, tmp_path / "hollow" / manylinux_wheel.name, drop=extensions)
+    result = run_script(
+        "registry_check.py", workspace_version(), "--index-url", serve([*_wheels(built_dist), hollow])
+    )
+    assert result.returncode == 1
+    assert f"ok: pip chose the compiled {hollow.name}" in result.stdout
+    assert "error REG013:" in result.stderr
+    assert "_privacy_walk.py, expected the compiled extension module" in result.stderr
+
+
+def test_which_compiled_wheels_fit_this_interpreter() -> None:
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from registry_check import matches_this_interpreter  # noqa: PLC0415
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    ours = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    machine = platform.machine().lower()
+    fits = sys.platform == "linux" and platform.libc_ver()[0] == "glibc"
+    assert (
+        matches_this_interpreter(f"x-1.0-{ours}-{ours}-manylinux_2_17_{machine}.manylinux2014_{machine}.whl")
+        is fits
+    )
+    assert matches_this_interpreter(f"x-1.0-{ours}-{ours}-manylinux2014_{machine}.whl") is fits
+    assert not matches_this_interpreter(f"x-1.0-{ours}-{ours}-manylinux_2_999_{machine}.whl")
+    assert not matches_this_interpreter(f"x-1.0-{ours}-{ours}-manylinux_2_17_not{machine}.whl")
+    assert not matches_this_interpreter(f"x-1.0-cp399-cp399-manylinux_2_17_{machine}.whl")
+    assert not matches_this_interpreter("x-1.0-py3-none-any.whl")
 
 
 @pytest.mark.parametrize("version", ["0.1", "latest", ">=0.1.0", "==0.1.0", "0.1.0+local", "0.1.*", "v0.1.0"])
