@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ds4_context_core as core
-from ds4_context_core._planner import _engine
+from ds4_context_core._planner import _engine, _pruning
+from ds4_context_core.config import DEFAULT_EVIDENCE_WORDS
 from ds4_context_core.planner import ContextPlanner, plan_context
 from ds4_context_core.pruning import DefaultJudge
 
@@ -144,3 +145,95 @@ def test_the_evidence_scans_made_agree_with_scanning_everything(seed):
     assert lazy_cache
     assert set(lazy_cache) <= set(eager_cache)
     assert all(eager_cache[p] == found for p, found in lazy_cache.items())
+
+
+def _scan_word_by_word(text, words):
+    """The evidence scan without guards: every word searched on its own (the reference)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        lowered = "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
+    for word in words:
+        start = lowered.find(word)
+        while start >= 0:
+            if _pruning._at_boundary(text, start, start + len(word)):
+                return True
+            start = lowered.find(word, start + 1)
+    return False
+
+
+_PIECES = [
+    "fail",
+    "ed",
+    ":",
+    "ure",
+    "trace",
+    "back",
+    "stack",
+    " ",
+    "Stack Trace",
+    "x",
+    "TODO",
+    "Error",
+    "bug",
+    "s",
+]
+_PIECES += [
+    "debug",
+    "tion",
+    "asser",
+    "exception",
+    "unexpected",
+    "Fixme",
+    "panic",
+    "\n",
+    "_",
+    "camelFail",
+    "İ",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(_PIECES), max_size=30).map("".join),
+    st.one_of(
+        st.none(),
+        st.lists(
+            st.sampled_from(
+                [
+                    "fail:",
+                    "failed",
+                    "failure",
+                    "trace",
+                    "stack trace",
+                    "traceback",
+                    "bug",
+                    "todo",
+                    "error",
+                    "errors",
+                    "tracer",
+                    "x y",
+                    "fail",
+                ]
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+    ),
+)
+def test_guarded_evidence_search_finds_exactly_what_a_search_word_by_word_finds(text, words):
+    resolved = _pruning.evidence_words(DEFAULT_EVIDENCE_WORDS if words is None else words)
+    assert _pruning.scan_evidence(text, resolved) == _scan_word_by_word(text, resolved)
+    assert _pruning.contains_evidence(text, resolved) == _scan_word_by_word(text, resolved)
+
+
+def test_evidence_words_sharing_a_start_are_searched_behind_one_guard():
+    groups = _pruning._search_groups(_pruning.evidence_words(DEFAULT_EVIDENCE_WORDS))
+    assert ("fail", ("fail:", "failed")) in groups
+    assert ("trace", ("stack trace", "traceback")) in groups
+    # every word exactly once, and each guard a part of every word it guards
+    listed = [word for _, group in groups for word in group]
+    assert sorted(listed) == sorted(_pruning.evidence_words(DEFAULT_EVIDENCE_WORDS))
+    assert all(guard in word for guard, group in groups for word in group)
+    # a text with no guard skips the words behind it: "failed" is found only through "fail"
+    assert _pruning.scan_evidence("it failed", _pruning.evidence_words(("fail:", "failed")))
+    assert not _pruning.scan_evidence("it fai led", _pruning.evidence_words(("fail:", "failed")))

@@ -708,8 +708,9 @@ class _Run:
         unit_tokens: dict[int, int] = {}
         stragglers: list[int] = []
         for position in range(cut, self.n):
-            if parent[position] >= 0:
-                root = find(position)
+            up = parent[position]
+            if up >= 0:
+                root = up if parent[up] == up else find(position)
                 if root != position:
                     if root < cut:
                         stragglers.append(position)
@@ -767,14 +768,22 @@ class _Run:
         usage = fixed + outside_tokens + supplement_tokens + window_tokens
         if usage > self.budget.soft_limit or jumped:
             usage, units, supplements = self._compact(usage, units, mandatory, supplements, jumped)
-            stragglers = [
-                p for p in range(self.cut, self.n) if index.parent[p] >= 0 and index.find(p) < self.cut
-            ]
+            stragglers = self._stragglers()
         if usage > self.budget.hard_limit:
             raise _FallbackError("hard-limit-exceeded", "mandatory items and fixed overhead do not fit")
         tail = self._tail_start(units)
         self.tail_root = units[tail] if tail < len(units) else self.n
         return self._emit(units, mandatory, supplements, stragglers)
+
+    def _stragglers(self) -> list[int]:
+        """Positions after the cut that belong to units rooted before it."""
+        parent, find, cut = self.index.parent, self.index.find, self.cut
+        found = []
+        for position in range(cut, self.n):
+            up = parent[position]
+            if up >= 0 and (up if parent[up] == up else find(position)) < cut:
+                found.append(position)
+        return found
 
     def _goal(self) -> int:
         budget = self.budget
@@ -1040,8 +1049,10 @@ class _Run:
                 path = call_path(call)
                 later = touches.get(path) if path is not None else None
                 if later:
-                    later_reread = any(at > call_position and name in read_only for name, at in later.items())
-                    later_edited = any(at > call_position and name in write for name, at in later.items())
+                    for name, at in later.items():
+                        if at > call_position:
+                            later_reread = later_reread or name in read_only
+                            later_edited = later_edited or name in write
             candidates.append(
                 JudgeCandidate(
                     message_id=message.id,
@@ -1455,7 +1466,7 @@ class _Run:
         for root in units:
             if parent[root] >= 0 and root not in mandatory and root not in receipt_of:
                 group = members_of(root)
-                if not trims or not any(p in trims for p in group):
+                if not trims or trims.keys().isdisjoint(group):
                     # The common tool step, kept inline: a call and its results, untouched.
                     group_id = index.group_id(root)
                     for position in group:

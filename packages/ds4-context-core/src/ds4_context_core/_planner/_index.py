@@ -248,9 +248,12 @@ class HistoryIndex:
         open_calls = dict.fromkeys(callers.values(), 0)  # every calling message is a root
         for positions in orphans.values():
             open_calls.update(dict.fromkeys(positions, 0))
-        for call_id in callers.keys() - answered:
-            open_calls[callers[call_id]] += 1  # a calling message is its unit's root
-        incomplete = {root: INCOMPLETE for root, count in open_calls.items() if count}
+        incomplete: dict[int, str] = {}
+        if len(answered) != len(callers):  # every result answers a call: only then is one open
+            for call_id in callers.keys() - answered:
+                root = callers[call_id]  # a calling message is its unit's root
+                open_calls[root] += 1
+                incomplete[root] = INCOMPLETE
         bad: dict[int, str] = {}
         for positions in orphans.values():
             for position in positions:
@@ -482,12 +485,12 @@ def _first_structure(  # noqa: PLR0915
                     continue
                 if caller == position:
                     raise _IrregularShapeError  # a call answered within its own message
-                unit = parent[caller]
+                # A calling message is its own unit's root (a message that also answers is irregular).
                 if root < 0:
-                    root = unit
-                    if parent[position - 1] != unit:
-                        gapped.append(unit)
-                elif root != unit:
+                    root = caller
+                    if parent[position - 1] != caller:
+                        gapped.append(caller)
+                elif root != caller:
                     raise _IrregularShapeError  # one message answering two steps
                 answered.add(call_id)
             elif kind is ToolCallBlock:

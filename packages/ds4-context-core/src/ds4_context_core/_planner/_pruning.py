@@ -57,6 +57,8 @@ _PAYLOAD_KEYS: Final = frozenset(
 )
 _ARGUMENT_CHARS: Final = 120
 _SHELL_TOOLS: Final = frozenset({"bash", "shell", "sh", "exec", "run", "terminal", "command"})
+# Evidence words sharing a substring this long are searched behind it first (see ``_search_groups``).
+_GUARD_CHARS: Final = 4
 
 
 class JudgeCandidate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -191,14 +193,54 @@ def scan_evidence(text: str, words: tuple[str, ...]) -> bool:
     return _found(text, lowered, words)
 
 
+def _starts_in(guard: str, word: str) -> bool:
+    return word.startswith(guard) or " " + guard in word
+
+
+@lru_cache(maxsize=32)
+def _search_groups(words: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``words`` in groups, each behind a *guard*: a substring of every word of its group.
+
+    Where two or more words begin (or have a part that begins) with the same ``_GUARD_CHARS`` or more
+    characters (``fail`` in ``fail:`` and ``failed``, ``trace`` in ``stack trace`` and ``traceback``),
+    a text without them contains none of those words, so one search over a long text replaces
+    several. Every word is in exactly one group (a word alone guards itself), so ``_found`` gives the
+    same answer either way; the grouping only decides how many searches a text without evidence costs.
+    """
+    left = list(dict.fromkeys(words))
+    groups: list[tuple[str, tuple[str, ...]]] = []
+    while True:
+        best: tuple[int, int, str] | None = None
+        starts = {
+            part[:end]
+            for word in left
+            for part in word.split(" ")
+            for end in range(_GUARD_CHARS, len(part) + 1)
+        }
+        for guard in sorted(starts):
+            shared = sum(1 for word in left if _starts_in(guard, word))
+            if shared >= 2 and (best is None or (shared, len(guard)) > best[:2]):
+                best = (shared, len(guard), guard)
+        if best is None:
+            break
+        guard = best[2]
+        groups.append((guard, tuple(word for word in left if _starts_in(guard, word))))
+        left = [word for word in left if not _starts_in(guard, word)]
+    groups.extend((word, (word,)) for word in left)
+    return tuple(groups)
+
+
 def _found(text: str, lowered: str, words: tuple[str, ...]) -> bool:
     find = lowered.find
-    for word in words:
-        start = find(word)
-        while start >= 0:
-            if _at_boundary(text, start, start + len(word)):
-                return True
-            start = find(word, start + 1)
+    for guard, group in _search_groups(words):
+        if len(group) > 1 and find(guard) < 0:
+            continue  # no word of the group can occur
+        for word in group:
+            start = find(word)
+            while start >= 0:
+                if _at_boundary(text, start, start + len(word)):
+                    return True
+                start = find(word, start + 1)
     return False
 
 
