@@ -121,6 +121,8 @@ def _check_local_wheel(path: Path, policy: Policy) -> re.Match[str]:
             "MNL001",
             f"{path.name}: not a local CPython platform wheel (expected ...-cp3XY-cp3XY-linux_<arch>.whl)",
         )
+    if match["python"] != match["abi"]:
+        raise ReleaseError("MNL001", f"{path.name}: Python tag {match['python']} but ABI tag {match['abi']}")
     if match["arch"] != policy.arch:
         raise ReleaseError(
             "MNL001", f"{path.name}: built for linux_{match['arch']}, the policy is {policy.tag}"
@@ -201,12 +203,15 @@ def verdict(name: str, audit: Audit, policy: Policy) -> list[ReleaseError]:
     )
     symbol_policy = parse_policy(audit.symbol_tag)
     if newer or symbol_policy is None or symbol_policy.minor > policy.minor:
-        needed = f"glibc 2.{symbol_policy.minor}" if symbol_policy else f"platform {audit.symbol_tag}"
         detail = f" ({', '.join(newer)})" if newer else ""
+        if symbol_policy is None:
+            reason = f"fit no manylinux policy (auditwheel: {audit.symbol_tag}){detail}"
+        else:
+            reason = f"need glibc 2.{symbol_policy.minor}{detail}"
         problems.append(
             ReleaseError(
                 "MNL004",
-                f"{name}: its versioned symbols need {needed}{detail}, newer than {policy.tag} allows "
+                f"{name}: its versioned symbols {reason}, newer than {policy.tag} allows "
                 f"(glibc 2.{policy.minor})",
             )
         )

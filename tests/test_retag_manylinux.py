@@ -168,6 +168,12 @@ def test_wheels_that_are_not_local_cpython_linux_wheels_are_refused(
         code, output = _retag(wheel, tmp_path / "out")
         assert code == 1
         assert f"error MNL001: {wheel.name}: not a local CPython platform wheel" in output
+    mismatched = Path(
+        shutil.copy2(compiled_wheel, tmp_path / compiled_wheel.name.replace(f"-{PYTHON_TAG}-", "-cp399-", 1))
+    )
+    code, output = _retag(mismatched, tmp_path / "out")
+    assert code == 1
+    assert f"error MNL001: {mismatched.name}: Python tag cp399 but ABI tag {PYTHON_TAG}" in output
     code, output = _retag(compiled_wheel, tmp_path / "out", "--policy", "manylinux_2_17_aarch64")
     assert code == 1
     assert "error MNL001:" in output
@@ -202,3 +208,7 @@ def test_the_verdict_refuses_what_auditwheel_reports_for_other_reasons() -> None
     assert problem.code == "MNL005"
     assert "consistent only with linux_x86_64" in problem.message
     assert "instruction set extensions" in problem.message
+    unknown = Audit("linux_x86_64", "linux_x86_64", {}, {"libc.so.6": ["GLIBC_2.99"]}, unsupported_isa=False)
+    (problem,) = verdict("w.whl", unknown, policy)
+    assert problem.code == "MNL004"
+    assert "fit no manylinux policy (auditwheel: linux_x86_64) (libc.so.6: GLIBC_2.99)" in problem.message
