@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 import ds4_context_core as core
 from ds4_context_core._planner import _engine, _pruning
-from ds4_context_core.config import DEFAULT_EVIDENCE_WORDS
+from ds4_context_core._planner._index import normalize_tool_name
+from ds4_context_core.config import DEFAULT_EVIDENCE_WORDS, DEFAULT_READ_ONLY_TOOLS, DEFAULT_WRITE_TOOLS
 from ds4_context_core.planner import ContextPlanner, plan_context
-from ds4_context_core.pruning import DefaultJudge
+from ds4_context_core.pruning import DefaultJudge, JudgeCandidate, Verdict
 
 SMALL = core.ModelDescriptor(provider="t", id="small", context_window=16_000, max_tokens=2_048)
 MEDIUM = core.ModelDescriptor(provider="t", id="medium", context_window=48_000, max_tokens=4_096)
@@ -237,3 +238,77 @@ def test_evidence_words_sharing_a_start_are_searched_behind_one_guard():
     # a text with no guard skips the words behind it: "failed" is found only through "fail"
     assert _pruning.scan_evidence("it failed", _pruning.evidence_words(("fail:", "failed")))
     assert not _pruning.scan_evidence("it fai led", _pruning.evidence_words(("fail:", "failed")))
+
+
+def _reference_verdict(candidate, read_only, write, recent=40):
+    """``DefaultJudge._one`` as first written (the rounding memo must not change a single verdict)."""
+    name = normalize_tool_name(candidate.tool_name)
+    if name in read_only:
+        keep, side_effect = 0.3, 0.02
+    elif name in write:
+        keep, side_effect = 0.6, 0.9
+    elif name in {"bash", "shell", "sh", "exec", "run", "terminal", "command"}:
+        keep, side_effect = 0.4, 0.6
+    else:
+        keep, side_effect = 0.45, 0.5
+    reason = "tool-kind"
+    freshness = max(0.0, 1.0 - candidate.messages_after / recent)
+    if freshness > 0:
+        keep += 0.3 * freshness
+        reason = "recent"
+    if len(candidate.content) > 8000:
+        keep -= 0.1
+        reason = "size" if reason == "tool-kind" else reason
+    if candidate.later_edited:
+        keep -= 0.2
+        reason = "edited-later"
+    elif candidate.later_reread:
+        keep -= 0.15
+        reason = "reread-later"
+    if candidate.has_evidence or candidate.is_error:
+        keep += 0.35
+        reason = "evidence"
+    return Verdict(
+        keep_probability=round(min(1.0, max(0.0, keep)), 6),
+        side_effect_probability=side_effect,
+        reason=reason,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["read", "Grep", "edit", "bash", "custom", "write_file"]),
+            st.integers(-200, 200),
+            st.sampled_from([10, 8000, 8001, 50_000]),
+            st.booleans(),
+            st.booleans(),
+            st.booleans(),
+            st.booleans(),
+        ),
+        max_size=40,
+    )
+)
+def test_the_default_judge_rounds_every_keep_as_the_reference_does(rows):
+    judge = DefaultJudge()
+    candidates = [
+        JudgeCandidate(
+            message_id="m",
+            tool_call_id="c",
+            tool_name=name,
+            arguments={},
+            content="x" * size,
+            is_error=error,
+            messages_after=after,
+            later_reread=reread,
+            later_edited=edited,
+            has_evidence=evidence,
+        )
+        for name, after, size, error, reread, edited, evidence in rows
+    ]
+    read_only = frozenset(normalize_tool_name(n) for n in DEFAULT_READ_ONLY_TOOLS)
+    write = frozenset(normalize_tool_name(n) for n in DEFAULT_WRITE_TOOLS)
+    expected = [_reference_verdict(c, read_only, write) for c in candidates]
+    assert list(judge.judge(candidates, goal="")) == expected
+    assert list(judge.judge(candidates, goal="")) == expected  # again, from the memo

@@ -15,6 +15,8 @@ import heapq
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
+from operator import attrgetter
 from typing import Any, Final
 
 import msgspec
@@ -85,6 +87,7 @@ _MAX_DIAGNOSTICS: Final = 32
 _MAX_ID_CHARS: Final = 256
 _PRE_CUT_FACTOR: Final = 1.5
 _plan_encoder = msgspec.json.Encoder(order="sorted")
+_tokens_of = attrgetter("tokens")
 # Building the (frozen) default configuration is a pydantic validation; a plan without one reuses it.
 _DEFAULT_CONFIG: Final = load_config(None)
 
@@ -1698,9 +1701,7 @@ def _plan_indexed(
         raise _FallbackError("hard-limit-exceeded", "the plan exceeds the hard limit")
     previous_messages = run.previous._previous_messages if run.previous is not None else ()
     shared_messages, shared_tokens = _shared_prefix(previous_messages, out)
-    cumulative = [0]
-    for item in items:
-        cumulative.append(cumulative[-1] + item.tokens)
+    cumulative = tuple(accumulate(map(_tokens_of, items), initial=0))
     receipts = tuple(
         ReceiptRecord(
             receipt_id=receipt.message.id,
@@ -1751,7 +1752,7 @@ def _plan_indexed(
         receipts=run.receipts,
         compactions=run.compactions,
         previous_messages=plan_messages,
-        previous_cumulative=tuple(cumulative),
+        previous_cumulative=cumulative,
         estimator=estimator,
     )
     return ContextPlan(

@@ -460,9 +460,7 @@ def _first_structure(  # noqa: PLR0915
     orphans: dict[str, list[int]] = {}
     unusual: list[int] = []
     calls = 0
-    position = -1
-    for message in messages:
-        position += 1
+    for position, message in enumerate(messages):
         if type(message) is not CanonicalMessage:
             raise _IrregularShapeError
         position_of[message.id] = position
@@ -505,7 +503,12 @@ def _first_structure(  # noqa: PLR0915
                     arguments = block.arguments  # type: ignore[union-attr]
                     if type(arguments) is dict:
                         for key, value in arguments.items():
-                            if type(key) is not str or type(value) not in flat_types or not key.isascii():
+                            held = type(value)  # a str (the usual value) needs no set lookup
+                            if (
+                                type(key) is not str
+                                or (held is not str and held not in flat_types)
+                                or not key.isascii()
+                            ):
                                 odd = True
                                 break
                     else:

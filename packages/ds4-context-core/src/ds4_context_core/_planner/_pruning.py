@@ -57,6 +57,8 @@ _PAYLOAD_KEYS: Final = frozenset(
 )
 _ARGUMENT_CHARS: Final = 120
 _SHELL_TOOLS: Final = frozenset({"bash", "shell", "sh", "exec", "run", "terminal", "command"})
+# How many rounded keep probabilities one judge remembers (see ``DefaultJudge._one``).
+_ROUNDED_KEEPS: Final = 4096
 # Evidence words sharing a substring this long are searched behind it first (see ``_search_groups``).
 _GUARD_CHARS: Final = 4
 
@@ -105,6 +107,9 @@ class DefaultJudge:
         self._write = frozenset(normalize_tool_name(name) for name in write_tools)
         self._recent = max(1, recent_messages)
         self._names: dict[str, str] = {}  # tool name -> normalised, for the few names of one session
+        # keep in [0, 1] -> rounded to 6 places: a session yields few distinct keeps, and rounding a
+        # float to a number of places is the costliest step of judging one candidate.
+        self._rounded: dict[float, float] = {}
 
     def judge(self, candidates: Sequence[JudgeCandidate], *, goal: str) -> Sequence[Verdict]:
         del goal  # the local judge scores structure, not meaning
@@ -142,11 +147,18 @@ class DefaultJudge:
         if candidate.has_evidence or candidate.is_error:
             keep += 0.35
             reason = "evidence"
-        return Verdict(
-            keep_probability=round(min(1.0, max(0.0, keep)), 6),
-            side_effect_probability=side_effect,
-            reason=reason,
-        )
+        if type(keep) is float:
+            clamped = keep if keep > 0.0 else 0.0  # min(1.0, max(0.0, keep)), without two calls
+            if not clamped < 1.0:
+                clamped = 1.0
+            rounded = self._rounded.get(clamped)
+            if rounded is None:
+                rounded = round(clamped, 6)
+                if len(self._rounded) < _ROUNDED_KEEPS:
+                    self._rounded[clamped] = rounded
+        else:  # a candidate of odd field types: exactly as it always was
+            rounded = round(min(1.0, max(0.0, keep)), 6)
+        return Verdict(keep_probability=rounded, side_effect_probability=side_effect, reason=reason)
 
 
 @lru_cache(maxsize=32)
