@@ -155,7 +155,8 @@ def _compiled_problems(wheel: WheelFile, dist: Distribution, pure: WheelFile) ->
             problems.append(ReleaseError("WHL009", f"{name}: no compiled extension module for {stem}"))
         if f"{stem}.py" not in files:
             problems.append(ReleaseError("WHL009", f"{name}: {stem}.py is missing beside its compiled one"))
-    arch = _PEP600.fullmatch(tags["platforms"].split(".")[0])
+    first = tags["platforms"].split(".")[0]
+    arch = _PEP600.fullmatch(first) or _LEGACY.fullmatch(first)
     if arch is not None:
         multiarch = _MULTIARCH.get(arch["arch"], arch["arch"])
         suffix = f".cpython-{tags['python'].removeprefix('cp')}-{multiarch}-linux-gnu.so"

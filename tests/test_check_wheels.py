@@ -228,6 +228,13 @@ def test_an_extension_for_another_python_or_place_fails(dist_copy: Path, manylin
     assert f"error WHL012: {manylinux_wheel.name}: extension module {other} is not" in output
     assert f".cpython-{PYTHON.replace('.', '')}-x86_64-linux-gnu.so" in output
     assert "extension module _top.abi3.so is not" in output
+    # The same when the wheel carries only the legacy name of its policy.
+    legacy = manylinux_wheel.name.replace("manylinux_2_17_x86_64.", "")
+    repacked = dist_copy / manylinux_wheel.name
+    repacked.rename(dist_copy / legacy)
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert f"error WHL012: {legacy}: extension module {other} is not" in output
 
 
 def test_a_compiled_wheel_whose_files_differ_from_the_pure_one_fails(
