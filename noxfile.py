@@ -51,13 +51,17 @@ COMPILED_RELEASE = sys.platform == "linux" and platform.machine() == "x86_64"
 CHECK_COMPILED_IMPORT = """\
 import importlib.metadata, pathlib, sysconfig
 import ds4_context_core._privacy_walk as walk
-path = pathlib.Path(walk.__file__).resolve()
-assert path.suffix in {".so", ".pyd"}, f"the privacy hot path was imported from {path}, not compiled"
-assert path.is_relative_to(pathlib.Path(sysconfig.get_path("platlib")).resolve()), path
+import ds4_context_core._planner._budget, ds4_context_core._planner._engine, ds4_context_core._planner._index
+platlib = pathlib.Path(sysconfig.get_path("platlib")).resolve()
+for module in (walk, ds4_context_core._planner._engine, ds4_context_core._planner._budget,
+               ds4_context_core._planner._index):
+    path = pathlib.Path(module.__file__).resolve()
+    assert path.suffix in {".so", ".pyd"}, f"{module.__name__} was imported from {path}, not compiled"
+    assert path.is_relative_to(platlib), path
 wheel = importlib.metadata.distribution("ds4-context-core").read_text("WHEEL") or ""
 tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
 assert tags and all("-manylinux" in tag for tag in tags), f"installed core wheel tags: {tags}"
-print("compiled privacy hot path:", path, "from the wheel tagged", ", ".join(tags))
+print("compiled privacy hot path and planner from the wheel tagged", ", ".join(tags))
 """
 
 # pyenv hides 3.12/3.13 unless PYENV_VERSION lists them; there is no interpreter download here.
@@ -342,7 +346,7 @@ def artifacts(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS, requires=["build"])
 def compiled(session: nox.Session) -> None:
-    """The released compiled core wheel from dist/ in a fresh venv: privacy tests and benchmark from there.
+    """The released compiled core wheel from dist/ in a fresh venv: core's tests and benchmarks from there.
 
     ``build`` runs first (``requires``). The whole release is offered to the installer, which must pick
     the manylinux core wheel for this Python over the pure one, as pip does for users.
@@ -365,7 +369,8 @@ def compiled(session: nox.Session) -> None:
     session.run("uv", "venv", "--no-config", "--python", interpreter, str(venv), external=True)
     python = str(venv / "bin" / "python")
     session.run(
-        "uv", "pip", "install", "--python", python, *TEST_REQUIREMENTS, *_third_party_requirements(dist),
+        "uv", "pip", "install", "--python", python, *TEST_REQUIREMENTS,
+        *EXTRA_TEST_REQUIREMENTS["ds4-context-core"], *_third_party_requirements(dist),
         external=True,
     )  # fmt: skip
     # Both core wheels are offered; the installer must choose the compiled one for this Python and platform.
@@ -375,10 +380,13 @@ def compiled(session: nox.Session) -> None:
         *[f"{name}=={version}" for name in PACKAGES],
         external=True,
     )  # fmt: skip
-    tests_copy = tmp / "tests"
-    tests_copy.mkdir()
-    for test in sorted((ROOT / "packages" / "ds4-context-core" / "tests").glob("test_privacy*.py")):
-        shutil.copy2(test, tests_copy / test.name)
+    # All of core's tests, run against the compiled modules (the few that need interpreted internals skip).
+    tests_copy = Path(
+        shutil.copytree(
+            ROOT / "packages" / "ds4-context-core" / "tests", tmp / "tests",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    )  # fmt: skip
     ini = tmp / "pytest.ini"
     ini.write_text(ARTIFACT_PYTEST_INI, encoding="utf-8")
     env = {"PYTHONPATH": ""}
@@ -393,6 +401,9 @@ def compiled(session: nox.Session) -> None:
             python, str(ROOT / "benchmarks" / "bench_privacy.py"), "--quick", "--no-baseline",
             env=env, external=True,
         )  # fmt: skip
+        session.run(
+            python, str(ROOT / "benchmarks" / "bench_planner.py"), "--quick", "--cold", env=env, external=True
+        )
 
 
 def _build_constraints() -> list[str]:

@@ -1,6 +1,10 @@
 """Planner speed, with LangChain's ``trim_messages`` measured side by side in the same process.
 
-    uv run --no-config --no-sync python benchmarks/bench_planner.py [--quick]
+    uv run --no-config --no-sync python benchmarks/bench_planner.py [--quick] [--cold]
+
+The first line says whether the planner measured is the mypyc-compiled one (the core wheel on Linux
+x86_64, CPython 3.11 to 3.13) or interpreted Python (the pure wheel, a source tree). ``--cold`` prints
+table 1 only.
 
 Prints four tables:
 
@@ -30,9 +34,16 @@ from langchain_core.messages.utils import count_tokens_approximately
 from make_coding_session import generate
 
 from ds4_context_core import ModelDescriptor, TextBlock, ToolCallBlock
+from ds4_context_core._planner import _engine
 from ds4_context_core.planner import plan_context
 
 MODEL = ModelDescriptor(provider="bench", id="bench-128k", context_window=128_000, max_tokens=16_384)
+
+
+def implementation() -> str:
+    """Whether the planner imported here is the compiled core wheel's or interpreted Python."""
+    name = Path(str(_engine.__file__)).name
+    return f"{'interpreted' if name.endswith('.py') else 'compiled'} ({name})"
 
 
 def _median_ms(samples: list[float]) -> float:
@@ -151,7 +162,10 @@ def cold_100k() -> None:
 
 def main() -> None:
     quick = "--quick" in sys.argv
+    print(f"planner measured: {implementation()}, Python {sys.version.split()[0]}")
     cold_versus_langchain(rounds=5 if quick else 15)
+    if "--cold" in sys.argv:  # table 1 only
+        return
     incremental_at_10k(steps=20 if quick else 100)
     scaling(
         [1_000, 2_000, 5_000, 10_000, 20_000] if quick else [1_000, 2_000, 5_000, 10_000, 20_000, 50_000], 20

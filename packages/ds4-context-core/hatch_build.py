@@ -1,16 +1,18 @@
-"""Opt-in hatch build hook: a ds4-context-core wheel whose privacy hot path is compiled by mypyc.
+"""Opt-in hatch build hook: a ds4-context-core wheel whose hot paths are compiled by mypyc.
 
-Off by default, so the release wheel stays a reproducible pure ``py3-none-any`` wheel and this file is not
+Off by default, so the default build stays a reproducible pure ``py3-none-any`` wheel and this file is not
 even loaded. ``HATCH_BUILD_HOOK_ENABLE_CUSTOM=true`` turns it on for a wheel build; hatchling then asks the
-build frontend for this hook's ``dependencies`` (``pyproject.toml``: mypy, setuptools, msgspec), so an
-isolated build installs them from the index by itself.
+build frontend for this hook's ``dependencies`` (``pyproject.toml``: mypy, setuptools and core's own
+runtime dependencies, which mypy needs to type-check), so an isolated build installs them by itself.
 
-Only ``_privacy_walk.py`` is compiled. It is type-checked beside the one in-package module it imports
-(``_exceptions.py``) and an empty package ``__init__``, in a temporary directory: nothing is written into the
-source tree, and the rest of the package is not needed at build time. The extension modules are added to
-the wheel next to the unchanged ``.py`` sources (Python imports an extension module before a source file
-of the same name) and the wheel is tagged for the building interpreter and platform, such as
-``cp311-cp311-linux_x86_64``.
+Two groups of modules are compiled (:data:`COMPILED`): the privacy hot path (``_privacy_walk.py``) and the
+planner's core (history index, planning run, budget). The whole package source is copied to a temporary
+directory for mypy to type-check; nothing is written into the source tree. Each group becomes one
+extension module plus its shared library, both inside the package (no top-level module in the wheel),
+added next to the unchanged ``.py`` sources: Python imports an extension module before a source file of
+the same name. The wheel is tagged for the building interpreter and platform, such as
+``cp311-cp311-linux_x86_64``; the release retags it manylinux once auditwheel has verified it
+(``scripts/retag_manylinux.py``).
 """
 
 from __future__ import annotations
@@ -27,14 +29,21 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 PACKAGE = "ds4_context_core"
-COMPILED = ("_privacy_walk.py",)
-# In-package modules that the compiled ones import: copied beside them for mypy, not compiled.
-SUPPORT = ("_exceptions.py",)
+# Groups of modules (paths inside the package), each compiled into one shared library named by its key.
+# The planner's Protocol classes (``_planner/_pruning.py``) stay interpreted: mypyc cannot compile a
+# runtime-checkable Protocol.
+COMPILED = {
+    "_privacy_walk": ("_privacy_walk.py",),
+    "_planner._native": ("_planner/_index.py", "_planner/_engine.py", "_planner/_budget.py"),
+}
 SETUP = """\
 from setuptools import setup
 from mypyc.build import mypycify
 
-setup(name="ds4-context-core-mypyc", ext_modules=mypycify({paths!r}, opt_level="3"))
+setup(
+    name="ds4-context-core-mypyc",
+    ext_modules=mypycify({paths!r}, opt_level="3", separate={groups!r}),
+)
 """
 
 
@@ -48,14 +57,15 @@ class MypycBuildHook(BuildHookInterface):
         if self.target_name != "wheel" or version == "editable":
             return
         work = self._work = Path(tempfile.mkdtemp(prefix="ds4-mypyc-"))
-        package = work / PACKAGE
-        package.mkdir()
-        (package / "__init__.py").write_text("", encoding="utf-8")
-        source = Path(self.root) / "src" / PACKAGE
-        for name in COMPILED + SUPPORT:
-            shutil.copy2(source / name, package / name)
-        paths = [f"{PACKAGE}/{name}" for name in COMPILED]
-        (work / "setup.py").write_text(SETUP.format(paths=paths), encoding="utf-8")
+        # The whole package, for mypy to resolve every import; only COMPILED is compiled.
+        shutil.copytree(
+            Path(self.root) / "src" / PACKAGE, work / PACKAGE, ignore=shutil.ignore_patterns("__pycache__")
+        )
+        paths = [f"{PACKAGE}/{name}" for group in COMPILED.values() for name in group]
+        groups = [
+            ([f"{PACKAGE}/{name}" for name in group], f"{PACKAGE}.{key}") for key, group in COMPILED.items()
+        ]
+        (work / "setup.py").write_text(SETUP.format(paths=paths, groups=groups), encoding="utf-8")
         command = [sys.executable, "setup.py", "build_ext", "--build-lib", "lib", "--build-temp", "temp"]
         # Neither this temporary directory nor the frontend's temporary build environment (mypyc's
         # runtime headers) may leave its random name in the binaries' debug info and build id.
@@ -69,11 +79,17 @@ class MypycBuildHook(BuildHookInterface):
             message = f"mypyc could not compile {', '.join(paths)}:\n{result.stdout}\n{result.stderr}"
             raise RuntimeError(message)
         suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-        built = sorted(path for path in (work / "lib" / PACKAGE).iterdir() if path.name.endswith(suffixes))
-        if not any(path.name.startswith(Path(name).stem + ".") for path in built for name in COMPILED):
-            raise RuntimeError(f"mypyc built no extension module for {', '.join(paths)}")
+        lib = work / "lib"
+        built = sorted(path for path in lib.rglob("*") if path.name.endswith(suffixes))
+        outside = [path.name for path in built if path.relative_to(lib).parts[0] != PACKAGE]
+        if outside:  # a top-level module would be a second package in the wheel
+            raise RuntimeError(f"mypyc built extension modules outside the package: {', '.join(outside)}")
+        names = {path.relative_to(lib).as_posix().split(".")[0] for path in built}
+        missing = [path for path in paths if path.removesuffix(".py") not in names]
+        if missing:
+            raise RuntimeError(f"mypyc built no extension module for {', '.join(missing)}")
         for path in built:
-            build_data["force_include"][str(path)] = f"{PACKAGE}/{path.name}"
+            build_data["force_include"][str(path)] = path.relative_to(lib).as_posix()
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
 

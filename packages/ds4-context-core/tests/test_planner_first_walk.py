@@ -10,6 +10,7 @@ message, failing estimates) and compare every field, then the plans.
 import random
 
 import pytest
+from _messages import interpreted_planner_only
 from _messages import message as _message
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -174,6 +175,7 @@ def _both(history, monkeypatch):
     return fast, fast_error, general, general_error
 
 
+@interpreted_planner_only  # it turns the first walk off through the class
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32), _SHAPES, st.sampled_from([256, 400, 900]))
 def test_the_first_walk_describes_a_history_as_the_general_walk_does(seed, oddities, size):
@@ -184,6 +186,7 @@ def test_the_first_walk_describes_a_history_as_the_general_walk_does(seed, oddit
         assert _facts(fast) == _facts(general)
 
 
+@interpreted_planner_only  # it turns the first walk off through the class
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**32), _SHAPES, st.integers(0, 300))
 def test_appending_to_a_first_walk_equals_appending_to_the_general_walk(seed, oddities, kept):
@@ -202,6 +205,7 @@ def test_appending_to_a_first_walk_equals_appending_to_the_general_walk(seed, od
         assert _facts(fast) == _facts(general)
 
 
+@interpreted_planner_only  # it spies on the first walk through the module
 def test_the_first_walk_takes_the_usual_shape_and_hands_on_every_other(monkeypatch):
     taken = []
     real = _index._first_structure
@@ -229,6 +233,7 @@ def test_the_first_walk_takes_the_usual_shape_and_hands_on_every_other(monkeypat
     assert taken == []
 
 
+@interpreted_planner_only  # it turns the first walk off through the class
 @pytest.mark.parametrize(
     "bad",
     [
@@ -257,6 +262,7 @@ def test_a_broken_history_fails_the_first_walk_exactly_like_the_general_walk(bad
         assert fast.duplicate_id == "s:twin"
 
 
+@interpreted_planner_only  # it turns the first walk off through the class
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32), _SHAPES, st.booleans())
 def test_plans_after_the_first_walk_equal_plans_after_the_general_walk(seed, oddities, small):

@@ -8,6 +8,7 @@ A subclass of ``DefaultJudge`` judges exactly alike but is judged eagerly (any o
 import random
 
 import pytest
+from _messages import interpreted_planner_only
 from _messages import message as _message
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -86,6 +87,7 @@ def test_scanning_on_demand_plans_exactly_like_scanning_every_candidate(seed, mo
         assert first.manifest == second.manifest
 
 
+@interpreted_planner_only  # it counts scans through the module
 def test_layer_one_scans_only_the_candidates_it_reaches(monkeypatch):
     scanned = []
     real = _engine.scan_evidence
@@ -118,6 +120,7 @@ class _Odd(str):
         raise ValueError("no case here")
 
 
+@interpreted_planner_only  # compiled, the planner lower-cases the name with str's own method
 def test_a_candidate_the_default_judge_cannot_judge_fails_as_before():
     history = list(_history(5, 300))
     # A tool name whose lowering raises: the judge fails, is reported, and its fallback fails alike.
