@@ -254,27 +254,17 @@ def _key_text(key: Any) -> str:
 # The batch screen. Every rule needs one of a few characters that `str.find` locates with memchr, far
 # faster than any multi-character search: a marker needs "[", a PEM block and "sk-" need "-", a GitHub
 # token needs "_", an AWS key needs "K", a "password=..." pair needs "=" or ":". The positions of each
-# character are gathered first, then confirmed all at once by C-level ``map``s over ``startswith`` /
-# ``endswith`` with bounds, so a text full of "_" or "=" costs no Python call per hit. A confirmation only
-# ever over-approximates its rule, and every string with a confirmed hit runs the full rules.
+# character are gathered first, then confirmed by C-level ``map``s over ``startswith`` / ``endswith``
+# with bounds, or, for "=" and ":", by a short look back. A confirmation only ever over-approximates its
+# rule, and every string with a confirmed hit runs the full rules.
 #
-# The case-insensitive rules ("bearer", key words) are screened in a folded copy of the text, made as
-# bytes (one per character: anything non-ASCII becomes "?", which no such rule can match: they are
-# re.ASCII) and read back as an ASCII str, so its positions are searched like the text's. In it ASCII
-# letters are lower-cased, the quotes and spaces a key word may be followed by are plain spaces, and ":"
-# is "=". So positions are the text's own, and a key word's gap is just a run of spaces.
-_SCREEN_FOLD: Final = bytes.maketrans(
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ" + b" \t\n\r\f\v\"'" + b":",
-    b"abcdefghijklmnopqrstuvwxyz" + b" " * 8 + b"=",
-)
+# The case-insensitive rules ("bearer", key words) are screened in a lower-cased copy of the text. Its
+# positions must be the text's own: when lower-casing changes the length (only "İ" does), the copy is made
+# one byte per character instead, anything non-ASCII as "?", which no such rule can match (they are
+# re.ASCII).
 _GITHUB_HEADS: Final = ("ghp", "gho", "ghu", "ghs", "ghr")
-# What may stand right before a "=" in the folded copy for the key=value rule to match there: a key word
-# and up to three spaces, or four spaces (a longer gap: the key word is not looked for, the string is
-# flagged anyway).
-_KEY_SIGN_HEADS: Final = (
-    *(f"{word}{' ' * spaces}" for word in ("key", "token", "secret", "password") for spaces in range(4)),
-    "    ",
-)
+_KEY_WORDS: Final = ("key", "token", "secret", "password")  # what every key of the key=value rule ends with
+_KEY_GAP_MAX: Final = 4  # a longer gap before a "=" or ":" flags its string without looking for the word
 _BEARER_WORD: Final = re.compile("bearer")  # the regex engine's literal search beats str.find here
 
 
@@ -287,6 +277,21 @@ def _positions(text: str, anchor: str) -> list[int]:
     while position >= 0:
         found.append(position)
         position = text.find(anchor, position + 1)
+    return found
+
+
+def _key_signs(lowered: str, sign: str) -> list[int]:
+    """Positions of ``sign`` in ``lowered`` where the key=value rule may match: a key word and a gap of
+    quotes and spaces before it (a gap of :data:`_KEY_GAP_MAX` or more counts without the word)."""
+    found: list[int] = []
+    position = lowered.find(sign)
+    while position >= 0:
+        end = position
+        while end and position - end < _KEY_GAP_MAX and lowered[end - 1] in _KEY_GAP:
+            end -= 1
+        if position - end == _KEY_GAP_MAX or lowered.endswith(_KEY_WORDS, 0, end):
+            found.append(position)
+        position = lowered.find(sign, position + 1)
     return found
 
 
@@ -304,10 +309,12 @@ def _screen_hits(joined: str, redact: bool) -> Iterator[int]:
     yield from compress(underscores, map(joined.endswith, repeat(_GITHUB_HEADS), repeat(0), underscores))
     capital_ks = _positions(joined, "K")
     yield from compress(capital_ks, map(joined.endswith, repeat("A"), repeat(0), capital_ks))
-    folded = joined.encode("ascii", "replace").translate(_SCREEN_FOLD).decode("ascii")
-    signs = _positions(folded, "=")
-    yield from compress(signs, map(folded.endswith, repeat(_KEY_SIGN_HEADS), repeat(0), signs))
-    for match in _BEARER_WORD.finditer(folded):
+    lowered = joined.lower()
+    if len(lowered) != len(joined):  # a character whose lower case is longer ("İ"): keep positions
+        lowered = joined.encode("ascii", "replace").lower().decode("ascii")
+    yield from _key_signs(lowered, "=")
+    yield from _key_signs(lowered, ":")
+    for match in _BEARER_WORD.finditer(lowered):
         yield match.start()
 
 
