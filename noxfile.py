@@ -51,17 +51,16 @@ COMPILED_RELEASE = sys.platform == "linux" and platform.machine() == "x86_64"
 CHECK_COMPILED_IMPORT = """\
 import importlib.metadata, pathlib, sysconfig
 import ds4_context_core._privacy_walk as walk
-import ds4_context_core._planner._budget, ds4_context_core._planner._engine, ds4_context_core._planner._index
+import ds4_context_core._planner._budget as budget, ds4_context_core._planner._index as index
 platlib = pathlib.Path(sysconfig.get_path("platlib")).resolve()
-for module in (walk, ds4_context_core._planner._engine, ds4_context_core._planner._budget,
-               ds4_context_core._planner._index):
+for module in (walk, budget, index):
     path = pathlib.Path(module.__file__).resolve()
     assert path.suffix in {".so", ".pyd"}, f"{module.__name__} was imported from {path}, not compiled"
     assert path.is_relative_to(platlib), path
 wheel = importlib.metadata.distribution("ds4-context-core").read_text("WHEEL") or ""
 tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
 assert tags and all("-manylinux" in tag for tag in tags), f"installed core wheel tags: {tags}"
-print("compiled privacy hot path and planner from the wheel tagged", ", ".join(tags))
+print("compiled privacy hot path and planner index from the wheel tagged", ", ".join(tags))
 """
 
 # pyenv hides 3.12/3.13 unless PYENV_VERSION lists them; there is no interpreter download here.

@@ -34,7 +34,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from make_coding_session import generate
 
 from ds4_context_core import ModelDescriptor, TextBlock, ToolCallBlock
-from ds4_context_core._planner import _engine
+from ds4_context_core._planner import _index
 from ds4_context_core.planner import plan_context
 
 MODEL = ModelDescriptor(provider="bench", id="bench-128k", context_window=128_000, max_tokens=16_384)
@@ -42,7 +42,7 @@ MODEL = ModelDescriptor(provider="bench", id="bench-128k", context_window=128_00
 
 def implementation() -> str:
     """Whether the planner imported here is the compiled core wheel's or interpreted Python."""
-    name = Path(str(_engine.__file__)).name
+    name = Path(str(_index.__file__)).name
     return f"{'interpreted' if name.endswith('.py') else 'compiled'} ({name})"
 
 

@@ -6,7 +6,7 @@ build frontend for this hook's ``dependencies`` (``pyproject.toml``: mypy, setup
 runtime dependencies, which mypy needs to type-check), so an isolated build installs them by itself.
 
 Two groups of modules are compiled (:data:`COMPILED`): the privacy hot path (``_privacy_walk.py``) and the
-planner's core (history index, planning run, budget). The whole package source is copied to a temporary
+planner's history index and budget. The whole package source is copied to a temporary
 directory for mypy to type-check; nothing is written into the source tree. Each group becomes one
 extension module plus its shared library, both inside the package (no top-level module in the wheel),
 added next to the unchanged ``.py`` sources: Python imports an extension module before a source file of
@@ -30,11 +30,13 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 PACKAGE = "ds4_context_core"
 # Groups of modules (paths inside the package), each compiled into one shared library named by its key.
-# The planner's Protocol classes (``_planner/_pruning.py``) stay interpreted: mypyc cannot compile a
-# runtime-checkable Protocol.
+# The planner's public entry points (``_planner/_engine.py``) stay interpreted: compiled code checks
+# annotations at its boundary, so a caller's wrongly typed argument would raise a TypeError there instead
+# of giving the fallback plan the planner promises. Its Protocol classes (``_planner/_pruning.py``) stay
+# interpreted too: mypyc cannot compile a runtime-checkable Protocol.
 COMPILED = {
     "_privacy_walk": ("_privacy_walk.py",),
-    "_planner._native": ("_planner/_index.py", "_planner/_engine.py", "_planner/_budget.py"),
+    "_planner._native": ("_planner/_index.py", "_planner/_budget.py"),
 }
 SETUP = """\
 from setuptools import setup

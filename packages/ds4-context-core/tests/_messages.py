@@ -11,9 +11,9 @@ import importlib.machinery
 import pytest
 
 import ds4_context_core as core
-from ds4_context_core._planner import _engine
+from ds4_context_core._planner import _index
 
-PLANNER_COMPILED = str(_engine.__file__).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+PLANNER_COMPILED = str(_index.__file__).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
 interpreted_planner_only = pytest.mark.skipif(
     PLANNER_COMPILED,
     reason="compiled code calls its module's functions and str's methods directly, not through Python",

@@ -251,6 +251,45 @@ def test_bad_history_falls_back_without_raising(history, code):
     assert plan.fallback.mode == "native"
 
 
+def _malformed(field, value):
+    """A canonical message whose field holds what its type forbids (built around validation)."""
+    history = [user("u0"), call("a1", "c1"), result("t1", "c1"), say("a2"), user("u2")]
+    target = {"blocks": 3, "id": 3, "role": 3, "flags": 3, "tool_call_id": 2, "arguments": 1}[field]
+    message = history[target]
+    if field in {"tool_call_id", "arguments"}:
+        (block,) = (b for b in message.blocks if not isinstance(b, core.TextBlock))
+        odd = msgspec.structs.replace(block, **{field: value})
+        message = msgspec.structs.replace(
+            message, blocks=tuple(odd if b is block else b for b in message.blocks)
+        )
+    else:
+        message = msgspec.structs.replace(message, **{field: value})
+    history[target] = message
+    return tuple(history)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("blocks", None),
+        ("blocks", 5),
+        ("id", 7),
+        ("id", ["unhashable"]),
+        ("role", None),
+        ("flags", None),
+        ("tool_call_id", 9),
+        ("arguments", "not a mapping"),
+    ],
+)
+def test_a_message_whose_fields_break_their_types_never_raises(field, value):
+    # Regression: a fallback plan used to raise while checking whether such a history could go out as it is.
+    plan = plan_context(_malformed(field, value), model=model())
+    if plan.fallback is not None:
+        assert plan.fallback.code in PLAN_FALLBACK_CODES
+        assert plan.fallback.mode == "native"
+    assert provider_sees_no_orphan(plan.messages)
+
+
 def test_failing_sanitizer_fails_closed_and_failing_estimator_fails_open():
     history = [user("u1"), user("u2")]
 

@@ -87,7 +87,6 @@ def test_scanning_on_demand_plans_exactly_like_scanning_every_candidate(seed, mo
         assert first.manifest == second.manifest
 
 
-@interpreted_planner_only  # it counts scans through the module
 def test_layer_one_scans_only_the_candidates_it_reaches(monkeypatch):
     scanned = []
     real = _engine.scan_evidence

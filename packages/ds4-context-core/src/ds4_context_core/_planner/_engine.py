@@ -1767,6 +1767,14 @@ def _plan_indexed(
     )
 
 
+def _safe_as_is(messages: tuple[Any, ...]) -> bool:
+    """Whether the history may go to the provider as it is: canonical messages, no split tool group."""
+    try:
+        return all(type(m) is CanonicalMessage for m in messages) and atomicity_problem(messages) is None
+    except Exception:  # a message whose fields are not what its type says: not safe as it is
+        return False
+
+
 def _fallback_plan(
     failure: _FallbackError,
     index: HistoryIndex | None,
@@ -1803,11 +1811,7 @@ def _fallback_plan(
                     turn_id=index.turn_id(position),
                 )
             )
-    elif (
-        failure.mode == FALLBACK_MODE_NATIVE
-        and all(type(m) is CanonicalMessage for m in messages)
-        and atomicity_problem(messages) is None
-    ):
+    elif failure.mode == FALLBACK_MODE_NATIVE and _safe_as_is(messages):
         for position, message in enumerate(messages):
             out.append(message)
             items.append(
@@ -1846,7 +1850,9 @@ def _fallback_plan(
         manifest=manifest,
         state=kept_state,
         _source=source,
-        _positions=index.position_of if index is not None else {m.id: i for i, m in enumerate(source)},
+        _positions=index.position_of
+        if index is not None
+        else {m.id: i for i, m in enumerate(source) if type(m.id) is str},  # restore looks up str ids
     )
 
 
