@@ -134,39 +134,38 @@ def _segments(text: str) -> list[tuple[str, int]] | None:
     return segments
 
 
-# Empty, but only right after a word that ends a key of the key=value rule (api_key, access_token, ...).
-_KEY_WORD_END: Final = re.compile(r"(?<=key)|(?<=token)|(?<=secret)|(?<=password)", re.IGNORECASE | re.ASCII)
-# What may stand between such a word and its "=" or ":", and the letters such a word ends with.
+# The words every key of the key=value rule ends with (api_key, access_token, ...), what may stand between
+# such a word and its "=" or ":" (an optional quote, then spaces), and how long that gap is looked at.
+_KEY_WORDS: Final = ("key", "token", "secret", "password")
 _KEY_GAP: Final = " \t\n\r\f\v\"'"
-_KEY_LAST_LETTERS: Final = "yYnNtTdD"
-_KEY_LOOKBACK: Final = 16
+_KEY_GAP_MAX: Final = 4  # a longer gap before a "=" or ":" counts without looking for the word
 _KEY_TRIES: Final = 8
 
 
-def _key_word_before(text: str, position: int) -> bool:
-    """Whether the "=" or ":" at ``position`` may follow a key word, then an optional quote and spaces.
+def _key_before(lowered: str, position: int) -> bool:
+    """Whether the key=value rule may match with its "=" or ":" at ``position`` of a lower-cased text.
 
-    It may answer yes needlessly (a word cut off by the look-back window counts as a key), never no wrongly.
+    That needs a key word and a gap of quotes and spaces right before it. It may answer yes needlessly (a
+    gap of :data:`_KEY_GAP_MAX` or more), never no wrongly.
     """
-    start = position - _KEY_LOOKBACK if position > _KEY_LOOKBACK else 0
-    head = text[start:position].rstrip(_KEY_GAP)
-    if start and len(head) < 8:
-        return True
-    return bool(head) and head[-1] in _KEY_LAST_LETTERS and _KEY_WORD_END.match(head, len(head)) is not None
+    end = position
+    while end and position - end < _KEY_GAP_MAX and lowered[end - 1] in _KEY_GAP:
+        end -= 1
+    return position - end == _KEY_GAP_MAX or lowered.endswith(_KEY_WORDS, 0, end)
 
 
-def _has_key_assignment(text: str, lowered: str) -> bool:
-    """Whether the key=value rule may match ``text``: a key word, then its "=" or ":"."""
+def _has_key_assignment(lowered: str) -> bool:
+    """Whether the key=value rule may match a text, given lower-cased: a key word, then its "=" or ":"."""
     if not ("key" in lowered or "token" in lowered or "secret" in lowered or "password" in lowered):
         return False
     tries = _KEY_TRIES  # past this many "=" or ":" without a key word before them, just run the rule
     for sign in "=:":
-        position = text.find(sign)
+        position = lowered.find(sign)
         while position >= 0:
-            if not tries or _key_word_before(text, position):
+            if not tries or _key_before(lowered, position):
                 return True
             tries -= 1
-            position = text.find(sign, position + 1)
+            position = lowered.find(sign, position + 1)
     return False
 
 
@@ -178,7 +177,7 @@ def redact_text(text: str) -> tuple[str, int]:
     pem = "-----BEGIN " in text
     bearer = "bearer" in lowered
     credential = "sk-" in text or "AKIA" in text or ("_" in text and _GITHUB_PREFIX.search(text) is not None)
-    assignment = ("=" in text or ":" in text) and _has_key_assignment(text, lowered)
+    assignment = ("=" in text or ":" in text) and _has_key_assignment(lowered)
     total = 0
     if pem:
         text, found = _PEM.subn(_PRIVATE_KEY_PLACEHOLDER, text)
@@ -263,8 +262,6 @@ def _key_text(key: Any) -> str:
 # one byte per character instead, anything non-ASCII as "?", which no such rule can match (they are
 # re.ASCII).
 _GITHUB_HEADS: Final = ("ghp", "gho", "ghu", "ghs", "ghr")
-_KEY_WORDS: Final = ("key", "token", "secret", "password")  # what every key of the key=value rule ends with
-_KEY_GAP_MAX: Final = 4  # a longer gap before a "=" or ":" flags its string without looking for the word
 _BEARER_WORD: Final = re.compile("bearer")  # the regex engine's literal search beats str.find here
 
 
@@ -281,15 +278,11 @@ def _positions(text: str, anchor: str) -> list[int]:
 
 
 def _key_signs(lowered: str, sign: str) -> list[int]:
-    """Positions of ``sign`` in ``lowered`` where the key=value rule may match: a key word and a gap of
-    quotes and spaces before it (a gap of :data:`_KEY_GAP_MAX` or more counts without the word)."""
+    """Positions of ``sign`` in ``lowered`` where the key=value rule may match (see :func:`_key_before`)."""
     found: list[int] = []
     position = lowered.find(sign)
     while position >= 0:
-        end = position
-        while end and position - end < _KEY_GAP_MAX and lowered[end - 1] in _KEY_GAP:
-            end -= 1
-        if position - end == _KEY_GAP_MAX or lowered.endswith(_KEY_WORDS, 0, end):
+        if _key_before(lowered, position):
             found.append(position)
         position = lowered.find(sign, position + 1)
     return found
