@@ -1033,15 +1033,8 @@ class _Run:
                 content = "\n".join([block.content for block in results])
                 is_error = any(block.is_error for block in results)
             call_id = first.tool_call_id  # type: ignore[union-attr]
-            call_position = callers.get(call_id)
-            call: ToolCallBlock | None = None
-            if call_position is None:
-                call_position = position
-            else:
-                for block in view[call_position].blocks:
-                    if type(block) is ToolCallBlock and block.id == call_id:
-                        call = block
-                        break
+            call_position = callers.get(call_id, position)
+            call = index.call_block(call_id)
             evidence = cache.get(position)
             unknown = evidence is None and deferring
             if evidence is None and not deferring:
