@@ -19,7 +19,7 @@ its transport. Traversal is one recursive pass over the payload, linear in its s
 containers (none is shared with the caller's payload) and keeps the caller's own string objects where
 nothing changes. Content strings are then screened in one batch, and only the few the screen flags run
 the full marker and secret rules. That hot path lives in ``_privacy_walk`` (compiled by mypyc in the
-optional compiled wheel); this module holds the public API around it.
+compiled wheel, the default on Linux x86_64); this module holds the public API around it.
 """
 
 from __future__ import annotations
@@ -201,13 +201,19 @@ def redact_secrets(text: str) -> tuple[str, int]:
     return redact_text(text)
 
 
+def _allowed_ranks(destination: PrivacyDestination, policy: PrivacyPolicy) -> frozenset[int] | None:
+    """The classification ranks that may go to ``destination`` (None: every rank, for a local one)."""
+    return None if destination == "local" else frozenset(_RANK[level] for level in policy.remote_allowed)
+
+
 def sanitize_text(
     text: str, *, destination: PrivacyDestination, policy: PrivacyPolicy | None = None
 ) -> tuple[str, int, int]:
     """Sanitize one string for a destination: ``(text, blocked_spans, secret_redactions)``."""
     active = policy or _DEFAULT_POLICY
-    allowed = None if destination == "local" else frozenset(_RANK[level] for level in active.remote_allowed)
-    return sanitize_string(text, allowed, destination == "remote" and active.redact_secrets)
+    return sanitize_string(
+        text, _allowed_ranks(destination, active), destination == "remote" and active.redact_secrets
+    )
 
 
 def enforce_payload_privacy(
@@ -232,11 +238,11 @@ def enforce_payload_privacy(
                 blocked_blocks=0,
                 secret_redactions=0,
             )
-        allowed = (
-            None if destination == "local" else frozenset(_RANK[level] for level in active.remote_allowed)
-        )
         sanitized, changed, blocked, redactions = sanitize_payload(
-            payload, allowed, destination == "remote" and active.redact_secrets, destination == "local"
+            payload,
+            _allowed_ranks(destination, active),
+            destination == "remote" and active.redact_secrets,
+            destination == "local",
         )
     except PrivacyEnforcementError:
         raise
