@@ -6,6 +6,7 @@ Default: lint, typecheck, tests, tooling, build, artifacts, compiled, golden. On
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import os
@@ -46,21 +47,19 @@ filterwarnings = error
 # for Linux x86_64 only, tagged manylinux by scripts/retag_manylinux.py after auditwheel verifies them.
 COMPILED_BUILD_ENV = {"HATCH_BUILD_HOOK_ENABLE_CUSTOM": "true"}
 COMPILED_RELEASE = sys.platform == "linux" and platform.machine() == "x86_64"
-# Run against the installed core: the resolver must have chosen the manylinux wheel, and its extension
-# module must be what gets imported.
+# Run against the installed core with the compiled modules' names as arguments: the resolver must have
+# chosen the manylinux wheel, and each of those modules must be imported from its extension module.
 CHECK_COMPILED_IMPORT = """\
-import importlib.metadata, pathlib, sysconfig
-import ds4_context_core._privacy_walk as walk
-import ds4_context_core._planner._budget as budget, ds4_context_core._planner._index as index
+import importlib, importlib.metadata, pathlib, sys, sysconfig
 platlib = pathlib.Path(sysconfig.get_path("platlib")).resolve()
-for module in (walk, budget, index):
-    path = pathlib.Path(module.__file__).resolve()
-    assert path.suffix in {".so", ".pyd"}, f"{module.__name__} was imported from {path}, not compiled"
+for name in sys.argv[1:]:
+    path = pathlib.Path(importlib.import_module(name).__file__).resolve()
+    assert path.suffix in {".so", ".pyd"}, f"{name} was imported from {path}, not compiled"
     assert path.is_relative_to(platlib), path
 wheel = importlib.metadata.distribution("ds4-context-core").read_text("WHEEL") or ""
 tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
 assert tags and all("-manylinux" in tag for tag in tags), f"installed core wheel tags: {tags}"
-print("compiled privacy hot path and planner index from the wheel tagged", ", ".join(tags))
+print("compiled:", ", ".join(sys.argv[1:]), "from the wheel tagged", ", ".join(tags))
 """
 
 # pyenv hides 3.12/3.13 unless PYENV_VERSION lists them; there is no interpreter download here.
@@ -390,7 +389,7 @@ def compiled(session: nox.Session) -> None:
     ini.write_text(ARTIFACT_PYTEST_INI, encoding="utf-8")
     env = {"PYTHONPATH": ""}
     with session.chdir(tmp):
-        session.run(python, "-c", CHECK_COMPILED_IMPORT, env=env, external=True)
+        session.run(python, "-c", CHECK_COMPILED_IMPORT, *_compiled_modules(), env=env, external=True)
         session.run(
             python, "-m", "pytest", "-c", str(ini), "--rootdir", str(tmp), str(tests_copy), *session.posargs,
             env=env, external=True,
@@ -403,6 +402,20 @@ def compiled(session: nox.Session) -> None:
         session.run(
             python, str(ROOT / "benchmarks" / "bench_planner.py"), "--quick", "--cold", env=env, external=True
         )
+
+
+def _compiled_modules() -> list[str]:
+    """The modules core's build hook compiles (its ``COMPILED``), read from the hook's source."""
+    hook = ROOT / "packages" / "ds4-context-core" / "hatch_build.py"
+    for node in ast.parse(hook.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["COMPILED"]:
+            groups: dict[str, tuple[str, ...]] = ast.literal_eval(node.value)
+            return [
+                "ds4_context_core." + path.removesuffix(".py").replace("/", ".")
+                for paths in groups.values()
+                for path in paths
+            ]
+    raise RuntimeError(f"no COMPILED in {hook}")
 
 
 def _build_constraints() -> list[str]:
