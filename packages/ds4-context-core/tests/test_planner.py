@@ -180,6 +180,12 @@ def test_parallel_calls_are_never_split_when_the_window_is_tight():
         ({"model": model(1_500, 1_000)}, "window-invalid"),  # reserve and margin leave nothing
         ({"model": model(), "fixed_tokens": 95_000}, "fixed-overhead-exceeds-hard-limit"),
         ({"model": model(), "fixed_tokens": -1}, "fixed-tokens-invalid"),
+        # Wrongly typed arguments fall back too, in both builds: the planner's entry points are never
+        # compiled, because compiled code would raise a TypeError at its boundary instead.
+        ({"model": model(), "fixed_tokens": 1.5}, "fixed-tokens-invalid"),
+        ({"model": model(), "fixed_tokens": "10"}, "fixed-tokens-invalid"),
+        ({"model": model(), "fixed_tokens": None}, "fixed-tokens-invalid"),
+        ({"model": model(), "fixed_tokens": True}, "fixed-tokens-invalid"),
     ],
 )
 def test_impossible_budgets_fail_open_with_a_precise_code(kwargs, code):
