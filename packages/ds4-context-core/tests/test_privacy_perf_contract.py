@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ds4_context_core import PrivacyEnforcementError
+from ds4_context_core import PrivacyEnforcementError, _privacy_walk
 from ds4_context_core.privacy import (
     PRIVACY_MAX_DEPTH,
     PrivacyPolicy,
@@ -290,6 +290,15 @@ FRAGMENTS = st.sampled_from(
         "-----END RSA PRIVATE KEY-----",
         "bearer",
         "BeArEr",
+        "bEARER ",
+        "b",
+        "B",
+        "bea",
+        "rer ",
+        "[ds4 ",
+        "ready = ",
+        "Token:",
+        "secreT'  :",
         "Authorization: Bearer ",
         "password",
         "PASSWORD",
@@ -349,6 +358,22 @@ def test_the_batch_screen_agrees_with_sanitizing_each_string_alone(
     assert result.blocked_blocks == 2 * sum(e[1] for e in expected)
     assert result.secret_redactions == 2 * sum(e[2] for e in expected)
     assert result.changed == any(e[0] != text for e, text in zip(expected, texts, strict=True))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(TEXT, min_size=1, max_size=8), redact=st.booleans(), native=st.booleans())
+def test_both_screens_flag_every_string_the_rules_change(
+    texts: list[str], redact: bool, native: bool
+) -> None:
+    # Only one of the two screens runs behind the public API in a given build (the native one when the
+    # module is compiled): here both are checked directly, in either build.
+    policy = PrivacyPolicy(redact_secrets=redact)
+    changed = {
+        index
+        for index, text in enumerate(texts)
+        if sanitize_text(text, destination="remote", policy=policy) != (text, 0, 0)
+    }
+    assert changed <= _privacy_walk._flag_strings(texts, redact, native)
 
 
 # The secret rules as plain regexes, each run on every text in order: the gates in front of them in

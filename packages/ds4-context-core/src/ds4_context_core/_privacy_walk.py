@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping
-from itertools import accumulate, chain, compress, repeat
+from collections.abc import Iterable, Mapping
+from itertools import accumulate, compress, repeat
 from operator import or_
+from types import FunctionType
 from typing import Any, Final
 
 import msgspec
@@ -137,35 +138,42 @@ def _segments(text: str) -> list[tuple[str, int]] | None:
 # The words every key of the key=value rule ends with (api_key, access_token, ...), what may stand between
 # such a word and its "=" or ":" (an optional quote, then spaces), and how long that gap is looked at.
 _KEY_WORDS: Final = ("key", "token", "secret", "password")
-_KEY_GAP: Final = " \t\n\r\f\v\"'"
+_KEY_GAP_CODES: Final = frozenset(map(ord, " \t\n\r\f\v\"'"))
 _KEY_GAP_MAX: Final = 4  # a longer gap before a "=" or ":" counts without looking for the word
 _KEY_TRIES: Final = 8
+# ``| 32`` lower-cases an ASCII letter's code and maps no other character onto a letter, so comparing codes
+# that way is the rules' own ASCII-only case-insensitive test.
+_KEY_WORD_BY_LAST: Final = {ord(word[-1]): word for word in _KEY_WORDS}
 
 
-def _key_before(lowered: str, position: int) -> bool:
-    """Whether the key=value rule may match with its "=" or ":" at ``position`` of a lower-cased text.
+def _key_before(text: str, position: int) -> bool:
+    """Whether the key=value rule may match with its "=" or ":" at ``position`` of ``text``.
 
     That needs a key word and a gap of quotes and spaces right before it. It may answer yes needlessly (a
     gap of :data:`_KEY_GAP_MAX` or more), never no wrongly.
     """
     end = position
-    while end and position - end < _KEY_GAP_MAX and lowered[end - 1] in _KEY_GAP:
+    while end and position - end < _KEY_GAP_MAX and ord(text[end - 1]) in _KEY_GAP_CODES:
         end -= 1
-    return position - end == _KEY_GAP_MAX or lowered.endswith(_KEY_WORDS, 0, end)
+    if position - end == _KEY_GAP_MAX:
+        return True
+    # Each key word ends in its own letter: most signs are ruled out by that one character.
+    word = _KEY_WORD_BY_LAST.get(ord(text[end - 1]) | 32) if end else None
+    return word is not None and end >= len(word) and text[end - len(word) : end].lower() == word
 
 
-def _has_key_assignment(lowered: str) -> bool:
-    """Whether the key=value rule may match a text, given lower-cased: a key word, then its "=" or ":"."""
+def _has_key_assignment(text: str, lowered: str) -> bool:
+    """Whether the key=value rule may match ``text`` (also given lower-cased): a key word, then "=" or ":"."""
     if not ("key" in lowered or "token" in lowered or "secret" in lowered or "password" in lowered):
         return False
     tries = _KEY_TRIES  # past this many "=" or ":" without a key word before them, just run the rule
     for sign in "=:":
-        position = lowered.find(sign)
+        position = text.find(sign)
         while position >= 0:
-            if not tries or _key_before(lowered, position):
+            if not tries or _key_before(text, position):
                 return True
             tries -= 1
-            position = lowered.find(sign, position + 1)
+            position = text.find(sign, position + 1)
     return False
 
 
@@ -177,7 +185,7 @@ def redact_text(text: str) -> tuple[str, int]:
     pem = "-----BEGIN " in text
     bearer = "bearer" in lowered
     credential = "sk-" in text or "AKIA" in text or ("_" in text and _GITHUB_PREFIX.search(text) is not None)
-    assignment = ("=" in text or ":" in text) and _has_key_assignment(lowered)
+    assignment = ("=" in text or ":" in text) and _has_key_assignment(text, lowered)
     total = 0
     if pem:
         text, found = _PEM.subn(_PRIVATE_KEY_PLACEHOLDER, text)
@@ -252,16 +260,19 @@ def _key_text(key: Any) -> str:
 
 # The batch screen. Every rule needs one of a few characters that `str.find` locates with memchr, far
 # faster than any multi-character search: a marker needs "[", a PEM block and "sk-" need "-", a GitHub
-# token needs "_", an AWS key needs "K", a "password=..." pair needs "=" or ":". The positions of each
-# character are gathered first, then confirmed by C-level ``map``s over ``startswith`` / ``endswith``
-# with bounds, or, for "=" and ":", by a short look back. A confirmation only ever over-approximates its
-# rule, and every string with a confirmed hit runs the full rules.
+# token needs "_", an AWS key needs "K", a "password=..." pair needs "=" or ":", a bearer token "b" or
+# "B". The positions of each character are gathered first, then confirmed by a short look around each. A
+# confirmation only ever over-approximates its rule, and every string with a confirmed hit runs the full
+# rules.
 #
-# The case-insensitive rules ("bearer", key words) are screened in a lower-cased copy of the text. Its
-# positions must be the text's own: when lower-casing changes the length (only "İ" does), the copy is made
-# one byte per character instead, anything non-ASCII as "?", which no such rule can match (they are
-# re.ASCII).
+# The confirmations are written twice, once for each build, because what is fast is opposite in them.
+# Compiled by mypyc, a loop over ``ord(text[i])`` is a few machine instructions a character, so the
+# native screen confirms each position in a loop and never lower-cases the text. Interpreted, every loop
+# step costs a bytecode dispatch, so the bulk screen hands whole lists of positions to C-level ``map``s
+# and finds "bearer" with the regex engine in a lower-cased copy. Both screens are tested on both builds.
 _GITHUB_HEADS: Final = ("ghp", "gho", "ghu", "ghs", "ghr")
+_GITHUB_KINDS: Final = frozenset(map(ord, "pousr"))  # the letter between "gh" and "_"
+_BEARER_HEADS: Final = ("b", "B")
 _BEARER_WORD: Final = re.compile("bearer")  # the regex engine's literal search beats str.find here
 
 
@@ -277,52 +288,106 @@ def _positions(text: str, anchor: str) -> list[int]:
     return found
 
 
-def _key_signs(lowered: str, sign: str) -> list[int]:
-    """Positions of ``sign`` in ``lowered`` where the key=value rule may match (see :func:`_key_before`)."""
+def _key_signs(text: str, sign: str) -> list[int]:
+    """Positions of ``sign`` in ``text`` where the key=value rule may match (see :func:`_key_before`)."""
     found: list[int] = []
-    position = lowered.find(sign)
+    position = text.find(sign)
     while position >= 0:
-        if _key_before(lowered, position):
+        if _key_before(text, position):
             found.append(position)
-        position = lowered.find(sign, position + 1)
+        position = text.find(sign, position + 1)
     return found
 
 
-def _screen_hits(joined: str, redact: bool) -> Iterator[int]:
-    """Positions in ``joined`` around which a rule may match; every real match holds one of them."""
+def _anchored_hits(joined: str, redact: bool) -> list[int]:
+    """The hits of both screens for the anchors that are rare in any text: "[", "-" and "K"."""
     brackets = _positions(joined, "[")
-    yield from compress(brackets, map(_MARKER.match, repeat(joined), brackets))
+    hits = list(compress(brackets, map(_MARKER.match, repeat(joined), brackets)))
+    if redact:
+        dashes = _positions(joined, "-")
+        credential = map(joined.endswith, repeat("sk"), repeat(0), dashes)
+        private_key = map(joined.startswith, repeat("-----BEGIN "), dashes)
+        hits.extend(compress(dashes, map(or_, credential, private_key)))
+        capital_ks = _positions(joined, "K")
+        hits.extend(compress(capital_ks, map(joined.endswith, repeat("A"), repeat(0), capital_ks)))
+    return hits
+
+
+def _native_hits(joined: str, redact: bool) -> list[int]:
+    """Positions in ``joined`` around which a rule may match, confirmed in loops (the compiled build)."""
+    hits = _anchored_hits(joined, redact)
     if not redact:
-        return
-    dashes = _positions(joined, "-")
-    credential = map(joined.endswith, repeat("sk"), repeat(0), dashes)
-    private_key = map(joined.startswith, repeat("-----BEGIN "), dashes)
-    yield from compress(dashes, map(or_, credential, private_key))
+        return hits
+    for position in _positions(joined, "_"):
+        if (
+            position >= 3
+            and ord(joined[position - 3]) == 103  # "g"
+            and ord(joined[position - 2]) == 104  # "h"
+            and ord(joined[position - 1]) in _GITHUB_KINDS
+        ):
+            hits.append(position)
+    hits.extend(_key_signs(joined, "="))
+    hits.extend(_key_signs(joined, ":"))
+    last = len(joined) - len("bearer")
+    for head in _BEARER_HEADS:
+        position = joined.find(head)
+        while 0 <= position <= last:
+            if (  # "earer", by code (see _KEY_WORD_BY_LAST)
+                ord(joined[position + 1]) | 32 == 101
+                and ord(joined[position + 2]) | 32 == 97
+                and ord(joined[position + 3]) | 32 == 114
+                and ord(joined[position + 4]) | 32 == 101
+                and ord(joined[position + 5]) | 32 == 114
+            ):
+                hits.append(position)
+            position = joined.find(head, position + 1)
+    return hits
+
+
+def _bulk_hits(joined: str, redact: bool) -> list[int]:
+    """Positions in ``joined`` around which a rule may match, confirmed by C-level maps (interpreted)."""
+    hits = _anchored_hits(joined, redact)
+    if not redact:
+        return hits
     underscores = _positions(joined, "_")
-    yield from compress(underscores, map(joined.endswith, repeat(_GITHUB_HEADS), repeat(0), underscores))
-    capital_ks = _positions(joined, "K")
-    yield from compress(capital_ks, map(joined.endswith, repeat("A"), repeat(0), capital_ks))
+    hits.extend(compress(underscores, map(joined.endswith, repeat(_GITHUB_HEADS), repeat(0), underscores)))
+    hits.extend(_key_signs(joined, "="))
+    hits.extend(_key_signs(joined, ":"))
     lowered = joined.lower()
     if len(lowered) != len(joined):  # a character whose lower case is longer ("İ"): keep positions
         lowered = joined.encode("ascii", "replace").lower().decode("ascii")
-    yield from _key_signs(lowered, "=")
-    yield from _key_signs(lowered, ":")
-    for match in _BEARER_WORD.finditer(lowered):
-        yield match.start()
+    hits.extend(match.start() for match in _BEARER_WORD.finditer(lowered))
+    return hits
 
 
-def _flag_strings(texts: list[str], redact: bool) -> set[int]:
+def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
     """Indices of the strings in ``texts`` that the full rules must see; no other one can change.
 
-    The strings are searched concatenated. A confirmation may look across into a neighbour, which can
-    only flag a string needlessly, never miss one: every real match lies wholly inside its string.
+    The strings are searched concatenated, by the native or the bulk screen. A confirmation may look
+    across into a neighbour, which can only flag a string needlessly, never miss one: every real match
+    lies wholly inside its string.
     """
-    hits = _screen_hits("".join(texts), redact)
-    first = next(hits, None)
-    if first is None:
+    joined = "".join(texts)
+    hits = _native_hits(joined, redact) if native else _bulk_hits(joined, redact)
+    if not hits:
         return set()
-    ends = list(accumulate(map(len, texts)))  # string i spans ends[i - 1]:ends[i]
-    return set(map(bisect_right, repeat(ends), chain((first,), hits)))
+    if native:
+        ends: list[int] = []  # string i spans ends[i - 1]:ends[i]
+        total = 0
+        for text in texts:
+            total += len(text)
+            ends.append(total)
+    else:
+        ends = list(accumulate(map(len, texts)))
+    return set(map(bisect_right, repeat(ends), hits))
+
+
+def _is_compiled() -> bool:
+    """Whether this module runs compiled by mypyc: its functions are then not Python functions."""
+    return not isinstance(_is_compiled, FunctionType)
+
+
+_NATIVE_SCREEN: Final = _is_compiled()
 
 
 _BINARY_TYPES: Final = (bytes, bytearray, memoryview)
@@ -504,7 +569,7 @@ class _Walk:
         if texts:
             owners = self.owners
             slots = self.slots
-            for index in _flag_strings(texts, self.redact):
+            for index in _flag_strings(texts, self.redact, _NATIVE_SCREEN):
                 owners[index][slots[index]] = self.text(texts[index])
 
 
