@@ -2,10 +2,10 @@
 
 This module is private and self-contained (``_privacy`` holds the public API and imports from here). It is
 written for mypyc as well as for the interpreter: the walk is a class with typed attributes whose methods
-call each other, module constants are ``Final``, and nothing here depends on being interpreted. The pure
-wheel runs this file as it is; the compiled wheel (the default on Linux x86_64, ``docs/install.md``) ships
-the same file compiled by mypyc next to it, and Python imports the compiled one. Behaviour is identical
-either way: core's tests run against both.
+call each other, and module constants are ``Final``. The pure wheel runs this file as it is; the compiled
+wheel (the default on Linux x86_64, ``docs/install.md``) ships the same file compiled by mypyc next to it,
+and Python imports the compiled one. Only the batch screen takes a different form in each (see
+``_NATIVE_SCREEN``); behaviour is identical either way, and core's tests run against both.
 """
 
 from __future__ import annotations

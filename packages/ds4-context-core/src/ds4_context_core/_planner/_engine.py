@@ -15,8 +15,6 @@ import heapq
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
-from operator import attrgetter
 from typing import Any, Final
 
 import msgspec
@@ -87,7 +85,6 @@ _MAX_DIAGNOSTICS: Final = 32
 _MAX_ID_CHARS: Final = 256
 _PRE_CUT_FACTOR: Final = 1.5
 _plan_encoder = msgspec.json.Encoder(order="sorted")
-_tokens_of = attrgetter("tokens")
 # Building the (frozen) default configuration is a pydantic validation; a plan without one reuses it.
 _DEFAULT_CONFIG: Final = load_config(None)
 
@@ -187,7 +184,6 @@ class PlanState:
         "_cut",
         "_estimator",
         "_index",
-        "_previous_cumulative",
         "_previous_messages",
         "_receipts",
         "_source",
@@ -204,7 +200,6 @@ class PlanState:
         receipts: Mapping[int, _Receipt] | None = None,
         compactions: int = 0,
         previous_messages: tuple[CanonicalMessage, ...] = (),
-        previous_cumulative: tuple[int, ...] = (0,),
         estimator: TokenEstimator | None = None,
     ) -> None:
         self._index = index
@@ -214,7 +209,6 @@ class PlanState:
         self._receipts: Mapping[int, _Receipt] = dict(receipts or {})
         self._compactions = compactions
         self._previous_messages = previous_messages
-        self._previous_cumulative = previous_cumulative
         self._estimator = estimator
 
     @property
@@ -1694,7 +1688,6 @@ def _plan_indexed(
         raise _FallbackError("hard-limit-exceeded", "the plan exceeds the hard limit")
     previous_messages = run.previous._previous_messages if run.previous is not None else ()
     shared_messages, shared_tokens = _shared_prefix(previous_messages, out)
-    cumulative = tuple(accumulate(map(_tokens_of, items), initial=0))
     receipts = tuple(
         ReceiptRecord(
             receipt_id=receipt.message.id,
@@ -1745,7 +1738,6 @@ def _plan_indexed(
         receipts=run.receipts,
         compactions=run.compactions,
         previous_messages=plan_messages,
-        previous_cumulative=cumulative,
         estimator=estimator,
     )
     return ContextPlan(
