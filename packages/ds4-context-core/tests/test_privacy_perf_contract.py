@@ -4,6 +4,7 @@ that never lets through what sanitizing each string on its own would have change
 from __future__ import annotations
 
 import copy
+import importlib.machinery
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -374,6 +375,11 @@ def test_both_screens_flag_every_string_the_rules_change(
         if sanitize_text(text, destination="remote", policy=policy) != (text, 0, 0)
     }
     assert changed <= _privacy_walk._flag_strings(texts, redact, native)
+
+
+def test_the_native_screen_runs_exactly_when_the_module_is_compiled() -> None:
+    compiled = _privacy_walk.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+    assert _privacy_walk._NATIVE_SCREEN is compiled
 
 
 # The secret rules as plain regexes, each run on every text in order: the gates in front of them in
