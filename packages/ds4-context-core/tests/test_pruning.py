@@ -93,6 +93,12 @@ def test_tool_names_are_normalised_like_the_reference():
     assert normalize_tool_name("WebSearch") == "websearch"
 
 
+@pytest.mark.parametrize("name", [5, None, b"read", ["read"]])
+def test_a_tool_name_that_is_not_a_string_is_a_type_error_in_either_build(name: object) -> None:
+    with pytest.raises(TypeError):
+        normalize_tool_name(name)  # type: ignore[arg-type]
+
+
 def test_receipt_text_is_deterministic_and_keeps_identifying_arguments_only():
     calls = [
         ReceiptCall(

@@ -46,6 +46,8 @@ def call_path(call: ToolCallBlock) -> str | None:
 
 def normalize_tool_name(name: str) -> str:
     """Lower case with ``_`` and ``-`` removed, so ``Str_Replace-Editor`` matches ``strreplaceeditor``."""
+    if not isinstance(name, str):  # the compiled build rejects it at the call already, also a TypeError
+        raise TypeError(f"a tool name must be a str, not {type(name).__name__[:40]}")
     return name.lower().replace("_", "").replace("-", "")
 
 
