@@ -140,6 +140,15 @@ def test_missing_and_damaged_files_fail_with_codes(tmp_path):
     assert bad.read_bytes() == b"not json\n"
 
 
+def test_a_store_path_naming_the_session_itself_is_refused_and_the_session_kept(coding):
+    before = coding.read_bytes()
+    result = _run("status", coding, "--store", coding)
+    assert result.exit_code == 2
+    assert "error [derived-store-path-foreign]" in result.stderr
+    assert coding.read_bytes() == before
+    assert _run("status", coding, "--no-store").exit_code == 0
+
+
 def test_pin_memory_and_unpin_through_the_cli(coding, tmp_path):
     store = tmp_path / "d.sqlite3"
     pinned = _run("pin", coding, "a0000003", "--label", "task", "--store", store, "--json")

@@ -208,16 +208,99 @@ def test_large_tool_outputs_become_content_addressed_artifacts(tmp_path, store):
     assert store.get_artifact("0" * 64) is None
 
 
-def test_a_corrupt_database_is_deleted_and_rebuilt(tmp_path, session_path):
+def test_a_corrupt_store_is_deleted_and_rebuilt(tmp_path, session_path):
     db = tmp_path / "state" / "derived.sqlite3"
-    db.parent.mkdir(mode=0o700)
-    db.write_bytes(b"this is not a database at all" * 100)
+    store = open_derived_store(db)
+    store.index_file(session_path)
+    store.close()
+    data = bytearray(db.read_bytes())
+    data[100:] = b"\xa5" * (len(data) - 100)  # every page damaged; the header still says it is ours
+    db.write_bytes(bytes(data))
     store = open_derived_store(db)
     assert store.health().events == ("derived-store-corrupt-rebuilt",)
     assert store.mode == "file"
     assert store.index_file(session_path).entries_indexed == 16
     assert db.read_bytes().startswith(b"SQLite format 3\x00")
     store.close()
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(None, id="a Pi session file"),
+        pytest.param(b"this is not a database at all" * 100, id="any other file"),
+        pytest.param(b"SQLite format 3\x00" + b"\x00" * 20, id="a truncated database header"),
+        pytest.param(b"x" * 68 + b"DS4C" + b"x" * 100, id="our mark without a database header"),
+    ],
+)
+def test_a_store_path_naming_a_file_that_is_not_a_store_is_refused_untouched(tmp_path, session_path, content):
+    target = session_path if content is None else tmp_path / "sessions" / "notes.bin"
+    if content is not None:
+        target.write_bytes(content)
+    before = _snapshot(target.parent)
+    with pytest.raises(DerivedStoreError) as caught:
+        open_derived_store(target)
+    assert caught.value.code == "derived-store-path-foreign"
+    assert _snapshot(target.parent) == before
+
+
+def test_another_programs_sqlite_database_is_refused_untouched(tmp_path):
+    db = tmp_path / "app" / "app.sqlite3"
+    db.parent.mkdir()
+    with closing(sqlite3.connect(db)) as connection, connection:
+        connection.execute("CREATE TABLE notes (body TEXT)")
+        connection.execute("INSERT INTO notes VALUES ('keep me')")
+    before = _snapshot(db.parent)
+    with pytest.raises(DerivedStoreError) as caught:
+        open_derived_store(db)
+    assert caught.value.code == "derived-store-path-foreign"
+    assert _snapshot(db.parent) == before
+    with closing(sqlite3.connect(db)) as connection:
+        assert connection.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+
+
+def test_a_database_marked_by_another_program_is_refused_even_when_empty(tmp_path):
+    db = tmp_path / "app.sqlite3"
+    with closing(sqlite3.connect(db)) as connection:
+        connection.execute("PRAGMA application_id = 1234")
+        connection.execute("VACUUM")  # writes the header
+    before = db.read_bytes()
+    with pytest.raises(DerivedStoreError) as caught:
+        open_derived_store(db)
+    assert caught.value.code == "derived-store-path-foreign"
+    assert db.read_bytes() == before
+
+
+def test_an_empty_file_or_database_and_an_unmarked_store_of_ours_are_adopted(tmp_path, session_path):
+    empty_file = tmp_path / "empty.sqlite3"
+    empty_file.touch()
+    empty_database = tmp_path / "blank.sqlite3"
+    with closing(sqlite3.connect(empty_database)) as connection:
+        connection.execute("VACUUM")
+    unmarked = tmp_path / "older.sqlite3"
+    open_derived_store(unmarked).close()
+    with closing(sqlite3.connect(unmarked)) as connection:
+        connection.execute("PRAGMA application_id = 0")  # as stores were written before they were marked
+    for path in (empty_file, empty_database, unmarked):
+        store = open_derived_store(path)
+        assert store.index_file(session_path).entries_indexed > 0
+        assert store.health().events == ()
+        store.close()
+        with closing(sqlite3.connect(path)) as connection:
+            assert connection.execute("PRAGMA application_id").fetchone() == (0x44533443,)
+
+
+def test_a_store_path_that_is_a_directory_is_refused(tmp_path):
+    directory = tmp_path / "state"
+    directory.mkdir()
+    with pytest.raises(DerivedStoreError) as caught:
+        open_derived_store(directory)
+    assert caught.value.code == "derived-store-path-unreadable"
 
 
 def test_a_foreign_schema_checksum_is_treated_as_corruption(tmp_path, session_path):

@@ -57,7 +57,12 @@ SessionArgument = Annotated[Path, typer.Argument(help="A Pi session file (.jsonl
 StoreOption = Annotated[
     Path | None,
     typer.Option(
-        "--store", help="Derived SQLite store (default: $DS4_CONTEXT_STORE or ~/.cache/ds4-context)."
+        "--store",
+        help=(
+            "Derived SQLite store file (default: $DS4_CONTEXT_STORE, else "
+            "$XDG_CACHE_HOME/ds4-context/derived.sqlite3, with ~/.cache when XDG_CACHE_HOME is unset). "
+            "A file that is not a ds4-context store is refused, never overwritten."
+        ),
     ),
 ]
 NoStoreOption = Annotated[bool, typer.Option("--no-store", help="Keep derived state in memory only.")]

@@ -1,14 +1,19 @@
 """The default derived store: one SQLite file (WAL, foreign keys, FTS5), disposable by design.
 
 Everything in it can be recomputed from the Pi session files, so every failure has the same answer:
-a corrupt file (or one whose migration checksums do not match) is deleted and rebuilt; a file locked by
+a corrupt store (or one whose migration checksums do not match) is deleted and rebuilt; a file locked by
 another process is left alone and this process works on an in-memory copy rebuilt from the session.
 The host is never blocked for longer than the short busy timeout.
+
+Only a file that is provably a store of ours is ever migrated or deleted: every store carries
+:data:`_APPLICATION_ID` in its SQLite header. A store path that names anything else (a session file, some
+other program's database) is refused untouched.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import sqlite3
@@ -74,6 +79,95 @@ def _now() -> str:
 def _is_lock_error(error: sqlite3.Error) -> bool:
     text = str(error).lower()
     return isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+# The SQLite header's application id (offset 68, big-endian) of every store this module writes: "DS4C".
+_APPLICATION_ID: Final = 0x44533443
+_SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+_HEADER_BYTES: Final = 100
+_APPLICATION_ID_AT: Final = slice(68, 72)
+
+
+def _not_a_store(path: Path) -> DerivedStoreError:
+    return DerivedStoreError(
+        "derived-store-path-foreign",
+        f"{path}: not a ds4-context store, left untouched; choose another store path "
+        "(or delete the file yourself if it is a damaged store)",
+    )
+
+
+def _store_claim(path: Path) -> Literal["ours", "unmarked"]:
+    """Whether ``path`` holds a store of ours (or nothing yet), or an unmarked SQLite database.
+
+    An unmarked database (application id 0: empty, or written before stores were marked) is adopted only
+    if its tables are a subset of our schema's (:func:`_schema_tables`). Anything else is refused.
+    """
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(_HEADER_BYTES)
+    except FileNotFoundError:
+        return "ours"
+    except OSError:
+        raise DerivedStoreError(
+            "derived-store-path-unreadable", f"{path}: the store path cannot be read as a file"
+        ) from None
+    if not header:
+        return "ours"  # an empty file: ours from os.open below, or nothing to lose
+    if len(header) < _HEADER_BYTES or not header.startswith(_SQLITE_MAGIC):
+        raise _not_a_store(path)
+    application_id = int.from_bytes(header[_APPLICATION_ID_AT], "big")
+    if application_id == _APPLICATION_ID:
+        return "ours"
+    if application_id == 0:
+        return "unmarked"
+    raise _not_a_store(path)
+
+
+def _apply_migrations(connection: sqlite3.Connection) -> None:
+    """Bring ``connection``'s database to the newest schema and mark it as a store of ours."""
+    connection.execute("PRAGMA foreign_keys = ON")
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            "version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, "
+            "applied_at TEXT NOT NULL)"
+        )
+        applied = {
+            row[0]: row[1] for row in connection.execute("SELECT version, checksum FROM schema_migrations")
+        }
+        for migration in MIGRATIONS:
+            if migration.version in applied:
+                if applied[migration.version] != migration.checksum:
+                    # a schema we did not write: treat exactly like corruption
+                    raise sqlite3.DatabaseError("migration checksum mismatch")
+                continue
+            for statement in migration.sql.split(";\n"):
+                if statement.strip():
+                    connection.execute(statement)
+            connection.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, ?, ?)",
+                (migration.version, migration.name, migration.checksum, _now()),
+            )
+        connection.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+        connection.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _table_names(connection: sqlite3.Connection) -> frozenset[str]:
+    rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    return frozenset(row[0] for row in rows)
+
+
+@functools.cache
+def _schema_tables() -> frozenset[str]:
+    """Every table a store of the newest schema holds (FTS5's own tables included)."""
+    with contextlib.closing(sqlite3.connect(":memory:", isolation_level=None)) as connection:
+        _apply_migrations(connection)
+        return _table_names(connection)
 
 
 def _entry_text(entry: PiEntry) -> tuple[str | None, str, list[str]]:
@@ -155,21 +249,24 @@ class SqliteDerivedStore:
     def _connect(self) -> sqlite3.Connection:
         if self._mode == "memory" or self._path is None:
             connection = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            self._migrate(connection)
+            _apply_migrations(connection)
             return connection
+        claim = _store_claim(self._path)
         try:
-            connection = self._open_file(self._path)
+            connection = self._open_file(self._path, adopt=claim == "unmarked")
         except sqlite3.Error as error:
             if _is_lock_error(error):
                 self._events.append("derived-store-locked")
                 self._mode = "memory"
                 return self._connect()
+            if claim != "ours":  # not provably ours: never delete it
+                raise _not_a_store(self._path) from None
             self._events.append("derived-store-corrupt-rebuilt")
             self._delete_files(self._path)
-            connection = self._open_file(self._path)
+            connection = self._open_file(self._path, adopt=False)
         return connection
 
-    def _open_file(self, path: Path) -> sqlite3.Connection:
+    def _open_file(self, path: Path, *, adopt: bool) -> sqlite3.Connection:
         if not path.exists():
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
             with contextlib.suppress(FileExistsError):
@@ -178,46 +275,18 @@ class SqliteDerivedStore:
             str(path), timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
         )
         try:
+            # Before anything writes (even the journal mode is written to the file): an unmarked
+            # database is adopted only when it holds nothing but our own tables.
+            if adopt and not _table_names(connection) <= _schema_tables():
+                raise _not_a_store(path)
             connection.execute("PRAGMA foreign_keys = ON")
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
-            self._migrate(connection)
+            _apply_migrations(connection)
         except BaseException:
             connection.close()
             raise
         return connection
-
-    def _migrate(self, connection: sqlite3.Connection) -> None:
-        connection.execute("PRAGMA foreign_keys = ON")
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            connection.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL, "
-                "applied_at TEXT NOT NULL)"
-            )
-            applied = {
-                row[0]: row[1]
-                for row in connection.execute("SELECT version, checksum FROM schema_migrations")
-            }
-            for migration in MIGRATIONS:
-                if migration.version in applied:
-                    if applied[migration.version] != migration.checksum:
-                        # a schema we did not write: treat exactly like corruption
-                        raise sqlite3.DatabaseError("migration checksum mismatch")
-                    continue
-                for statement in migration.sql.split(";\n"):
-                    if statement.strip():
-                        connection.execute(statement)
-                connection.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?, ?, ?)",
-                    (migration.version, migration.name, migration.checksum, _now()),
-                )
-            connection.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                connection.execute("ROLLBACK")
-            raise
 
     @staticmethod
     def _delete_files(path: Path) -> None:
