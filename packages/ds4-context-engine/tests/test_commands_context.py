@@ -202,6 +202,12 @@ def test_adapter_command_lists_negotiated_capabilities(coding):
         ("embeddings", False),
         ("local-kv-reuse", False),
     ]
+    text = render_text(result).splitlines()
+    assert "  compaction: supported (pi-session-compact-v1); enabled" in text
+    assert "  provider-continuation: supported (pi-openai-responses-continuation-v1); enabled" in text
+    disabled = [line for line in text if line.startswith(("  embeddings: ", "  local-kv-reuse: "))]
+    assert len(disabled) == 2
+    assert all(": unavailable (" in line and line.endswith("); disabled safely") for line in disabled)
 
 
 def test_privacy_reports_counts_and_never_the_secret(tmp_path):

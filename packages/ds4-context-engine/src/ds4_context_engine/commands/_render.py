@@ -1,7 +1,8 @@
 """Rendering command results: plain text for a host's slash command, rich tables for the CLI, JSON.
 
 The renderers are generic over the result structs: scalar fields become ``key: value`` lines (or a
-two-column table), tuples of records become tables, mappings become ``key=value`` lines.
+two-column table), tuples of records become tables, mappings become ``key=value`` lines. In the text view
+a record with a ``text_line`` property is that line.
 """
 
 from __future__ import annotations
@@ -67,7 +68,11 @@ def render_text(result: msgspec.Struct) -> str:
         if _is_record_tuple(value):
             lines.append(f"{label}:")
             for record in value:
-                lines.append("  " + "  ".join(f"{field}={_scalar(item)}" for field, item in _fields(record)))
+                # a record type may say how it reads as one line; otherwise its fields as key=value
+                line = getattr(record, "text_line", None)
+                if not isinstance(line, str):
+                    line = "  ".join(f"{field}={_scalar(item)}" for field, item in _fields(record))
+                lines.append("  " + line)
         elif isinstance(value, dict | msgspec.Struct):
             flat: list[tuple[str, str]] = []
             _flatten("", value, flat)

@@ -82,6 +82,13 @@ class CapabilityLine(_Result, frozen=True):
     requested: bool
     enabled: bool
 
+    @property
+    def text_line(self) -> str:
+        """The one-line form of the text view: ``compaction: supported (pi-session-compact-v1); enabled``."""
+        support = f"supported ({self.version})" if self.supported else f"unavailable ({self.reason or '-'})"
+        state = "enabled" if self.enabled else "disabled safely" if self.requested else "not requested"
+        return f"{self.id}: {support}; {state}"
+
 
 class AdapterResult(_Result, frozen=True):
     runtime_id: str
