@@ -136,8 +136,8 @@ def test_long_messages_are_cut_to_the_retrieval_limit(tmp_path):
         assert retrieved
         text = retrieved[0].blocks[0].text
         assert "test_rounds_twice" in text
-        assert len(text) < RETRIEVED_TEXT_MAX_CHARS + 200
-        assert text.endswith("[... cut; /context restore shows the rest]")
+        assert len(text) < RETRIEVED_TEXT_MAX_CHARS + 300
+        assert text.endswith("[quoted history cut; /context restore shows the rest]\n[end of quoted history]")
 
 
 def test_a_request_of_stop_words_only_retrieves_nothing(tmp_path):
