@@ -15,7 +15,14 @@ from ds4_context_core.config import ConfigLoadResult, Ds4ContextConfig, load_con
 from ds4_context_core.history import build_runtime_history_snapshot
 from ds4_context_core.planner import ContextPlan, PlanState, SupplementalItem, plan_context
 from ds4_context_core.privacy import PrivacyPolicy
-from ds4_context_engine._exceptions import CommandError
+from ds4_context_core.tokens import TokenCalibration
+from ds4_context_engine._exceptions import CommandError, DerivedStoreError
+from ds4_context_engine.commands._calibrate import (
+    CalibrationScan,
+    calibration_profile,
+    record_calibration_samples,
+    stored_calibration,
+)
 from ds4_context_engine.commands._digest import plan_with_cut_supplements
 from ds4_context_engine.commands._digest import task_digest as build_task_digest
 from ds4_context_engine.commands._retrieval import (
@@ -100,6 +107,9 @@ class ContextWorkspace:
         self._plan_state: PlanState | None = None
         self._plan: ContextPlan | None = None
         self._plan_key: tuple[Any, ...] | None = None
+        self._calibration_handled: set[str] = set()
+        self._calibration_scan = CalibrationScan()
+        self._calibrations: dict[str, TokenCalibration] = {}
 
     @classmethod
     def open(
@@ -174,6 +184,53 @@ class ContextWorkspace:
             self.store.index_file(self.session_path)
             self._indexed = True
             self._context = None
+            self._record_calibration_samples()
+
+    def _record_calibration_samples(self) -> None:
+        """Token calibration samples from the usage this session records (each stored once)."""
+        assert self.store is not None
+        scan = record_calibration_samples(self.store, self._session, handled=self._calibration_handled)
+        self._calibrations.clear()  # read again at the next plan: this pass or another process may have added
+        # each entry is settled once per workspace, so the counts add up across refreshes
+        before = self._calibration_scan
+        skipped = dict(before.skipped)
+        for code, count in scan.skipped.items():
+            skipped[code] = skipped.get(code, 0) + count
+        self._calibration_scan = CalibrationScan(
+            usage_messages=scan.usage_messages,
+            recorded=before.recorded + scan.recorded,
+            already_recorded=before.already_recorded + scan.already_recorded,
+            skipped=dict(sorted(skipped.items())),
+        )
+
+    @property
+    def calibration_scan(self) -> CalibrationScan:
+        """What this workspace's passes over the session's usage did (counts only; empty before indexing).
+
+        ``usage_messages`` is the latest count of assistant messages carrying usage; ``recorded``,
+        ``already_recorded`` and ``skipped`` (by code) add up every pass since the workspace opened.
+        """
+        return self._calibration_scan
+
+    def calibration(self, model: ModelDescriptor | None = None) -> TokenCalibration | None:
+        """Core's calibration of the samples stored for ``model`` (default: the workspace's model).
+
+        ``None`` without a store or a model, or when the store cannot be read; a ``TokenCalibration``
+        with status ``insufficient-samples`` (ratio 1) when it holds fewer than core's minimum.
+        """
+        descriptor = model or self.model
+        if self.store is None or descriptor is None:
+            return None
+        self.ensure_indexed()
+        profile = calibration_profile(descriptor.provider, descriptor.id)
+        calibration = self._calibrations.get(profile)
+        if calibration is None:
+            try:
+                calibration = stored_calibration(self.store, profile)
+            except DerivedStoreError:
+                return None
+            self._calibrations[profile] = calibration
+        return calibration
 
     def pins(self) -> tuple[PinRecord, ...]:
         """Current pins: from the store when there is one, else replayed from the session's events."""
@@ -237,8 +294,11 @@ class ContextWorkspace:
                 "model-unknown", "no model to plan for; pass --model provider:model --window N"
             )
         context = self.context
+        calibration = self.calibration(descriptor)
+        # limits shrink only with enough samples; otherwise exactly the uncalibrated plan
+        ratio = calibration.ratio if calibration is not None and calibration.status == "calibrated" else None
         # every append (pins and memory included) or re-read gives a new session object: a key without hashing
-        key = (descriptor, dry_run, self._session, self.leaf_id)
+        key = (descriptor, dry_run, self._session, self.leaf_id, ratio)
         if self._plan is not None and self._plan_key == key:
             return self._plan
         pinned = [message.id for message in context.messages if message.flags.pinned]
@@ -250,7 +310,13 @@ class ContextWorkspace:
         state = None if dry_run else self._plan_state
         memory = self.memory_supplements()
         plan = plan_context(
-            context.messages, model=descriptor, config=config, state=state, pins=pinned, supplemental=memory
+            context.messages,
+            model=descriptor,
+            config=config,
+            state=state,
+            pins=pinned,
+            supplemental=memory,
+            calibration_ratio=ratio,
         )
         store = self.store if self.retrieval_hits else None
 
@@ -282,6 +348,7 @@ class ContextWorkspace:
                 state=state,
                 pins=pinned,
                 supplemental=memory + extra,
+                calibration_ratio=ratio,
             ),
         )
         if not dry_run:
