@@ -1,0 +1,41 @@
+"""The summary contract: twelve fixed sections, checked deterministically against the source.
+
+::
+
+    from ds4_context_core.summaries import render_summary_template, validate_summary
+
+    prompt = "Summarise the session in exactly these sections:\n\n" + render_summary_template()
+    verdict = validate_summary(summary_text, [message_text, ...])
+    if not verdict.valid:
+        ...  # keep the host's own compaction; verdict.problems says why (codes and counts only)
+
+See ``docs/core/summaries.md`` for the accepted headings and how files and exact values are matched.
+"""
+
+from __future__ import annotations
+
+from ._summary import (
+    SUMMARY_CONTRACT_VERSION,
+    SUMMARY_INPUT_ERROR_CODES,
+    SUMMARY_MAX_CHARS,
+    SUMMARY_PROBLEM_CODES,
+    SUMMARY_SECTIONS,
+    SummaryInputError,
+    SummaryProblem,
+    SummaryValidation,
+    render_summary_template,
+    validate_summary,
+)
+
+__all__ = [
+    "SUMMARY_CONTRACT_VERSION",
+    "SUMMARY_INPUT_ERROR_CODES",
+    "SUMMARY_MAX_CHARS",
+    "SUMMARY_PROBLEM_CODES",
+    "SUMMARY_SECTIONS",
+    "SummaryInputError",
+    "SummaryProblem",
+    "SummaryValidation",
+    "render_summary_template",
+    "validate_summary",
+]
