@@ -91,9 +91,12 @@ def test_a_non_mapping_gives_defaults(raw):
 
 def test_json_schema_is_exported_with_every_section():
     schema = Ds4ContextConfig.model_json_schema()
-    assert set(schema["properties"]) == {"budget", "planner", "pruning"}
+    assert set(schema["properties"]) == {"budget", "planner", "pruning", "privacy", "local_kv"}
     pruning = schema["$defs"]["PruningConfig"]["properties"]
     assert pruning["head_chars"]["default"] == 600
+    privacy = schema["$defs"]["PrivacyConfig"]["properties"]
+    assert privacy["remote_allowed"]["default"] == ["normal", "internal"]
+    assert schema["$defs"]["LocalKvConfig"]["properties"]["enabled"]["default"] is False
     json.dumps(schema)
 
 

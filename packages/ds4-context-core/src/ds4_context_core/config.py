@@ -4,15 +4,28 @@
 of range, or an inconsistent combination is reported as a :class:`ConfigWarning` and the default is
 used instead, so a typo in a host's settings file never breaks a turn. Warnings name the key path and
 never echo the rejected value.
+
+Values are read strictly (pydantic strict mode, no NaN or infinity): an integer field takes an integer
+only (not ``True``, ``"600"`` or ``600.0``), a number field an integer or a float (not a bool or a
+string), a switch ``true``/``false`` only, and a list field a list or tuple of strings. Nothing is ever
+coerced: a value of another type is reported and the field keeps its default.
+
+The ``privacy`` section takes its defaults from :mod:`ds4_context_core.privacy` and is checked with the
+rules of :class:`~ds4_context_core.privacy.PrivacyPolicy`; since each rejected field keeps its default, an
+invalid privacy section never allows more than the default policy does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
+
+from ._exceptions import PrivacyPolicyError
+from ._privacy import DEFAULT_LOCAL_PROVIDERS, DEFAULT_REMOTE_ALLOWED, PrivacyClassification, PrivacyPolicy
 
 __all__ = [
     "CONFIG_SCHEMA_ID",
@@ -24,7 +37,9 @@ __all__ = [
     "ConfigLoadResult",
     "ConfigWarning",
     "Ds4ContextConfig",
+    "LocalKvConfig",
     "PlannerConfig",
+    "PrivacyConfig",
     "PruningConfig",
     "load_config",
 ]
@@ -89,10 +104,52 @@ DEFAULT_EVIDENCE_WORDS: Final = (
 
 _MAX_WARNINGS: Final = 64
 _MAX_PATH_CHARS: Final = 120
+_MAX_PROVIDER_IDS: Final = 64
+_MAX_PROVIDER_ID_CHARS: Final = 256
+_MAX_REMOTE_ALLOWED: Final = 16
+_POLICY_DEFAULTS: Final = PrivacyPolicy()  # the switches' defaults, read from the policy itself
+
+# Why a value was rejected, from pydantic's error types; the detail of a warning names the reason only.
+_RANGE_ERRORS: Final = frozenset(
+    {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_long", "too_short"}
+)
+
+
+def _sequence_as_tuple(value: object) -> object:
+    """JSON and TOML have lists, not tuples: a list is read as the tuple it spells, nothing else is."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _privacy_rules(**fields: Any) -> None:
+    """Apply :class:`PrivacyPolicy`'s own checks, so the section and the policy never disagree."""
+    try:
+        PrivacyPolicy(**fields)
+    except PrivacyPolicyError as error:
+        raise PydanticCustomError(error.code, "rejected by the privacy policy rules") from None
+
+
+def _check_local_providers(value: tuple[str, ...]) -> tuple[str, ...]:
+    for provider in value:
+        if len(provider) > _MAX_PROVIDER_ID_CHARS or not provider.isprintable():
+            raise PydanticCustomError("privacy-policy-invalid", "provider ids are 1-256 printable characters")
+    _privacy_rules(local_providers=value)
+    return value
+
+
+def _check_remote_allowed(
+    value: tuple[PrivacyClassification, ...],
+) -> tuple[PrivacyClassification, ...]:
+    _privacy_rules(remote_allowed=value)
+    return value
+
+
+_Names = Annotated[tuple[str, ...], BeforeValidator(_sequence_as_tuple)]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, strict=True, allow_inf_nan=False
+    )
 
 
 class BudgetConfig(_Section):
@@ -138,10 +195,10 @@ class PruningConfig(_Section):
     receipts: bool = True
     dry_run: bool = Field(default=False, description="Decide and report, but change nothing in the plan.")
     preserve_recent: int = Field(default=4, ge=0, le=10_000)
-    never_prune_tools: tuple[str, ...] = ()
-    read_only_tools: tuple[str, ...] = DEFAULT_READ_ONLY_TOOLS
-    write_tools: tuple[str, ...] = DEFAULT_WRITE_TOOLS
-    evidence_words: tuple[str, ...] = DEFAULT_EVIDENCE_WORDS
+    never_prune_tools: _Names = ()
+    read_only_tools: _Names = DEFAULT_READ_ONLY_TOOLS
+    write_tools: _Names = DEFAULT_WRITE_TOOLS
+    evidence_words: _Names = DEFAULT_EVIDENCE_WORDS
     min_chars_to_prune: int = Field(default=400, ge=0, le=100_000_000)
     min_gain_chars: int = Field(default=40, ge=0, le=100_000_000)
     head_chars: int = Field(default=600, ge=0, le=1_000_000)
@@ -159,12 +216,62 @@ class PruningConfig(_Section):
     receipt_note_chars: int = Field(default=400, ge=0, le=10_000)
 
 
+class PrivacyConfig(_Section):
+    """What may leave the machine: the settings of :class:`~ds4_context_core.privacy.PrivacyPolicy`.
+
+    Defaults are the privacy module's (``DEFAULT_LOCAL_PROVIDERS``, ``DEFAULT_REMOTE_ALLOWED``, on, secrets
+    redacted). Add the id of your own local server (a vLLM or llama.cpp endpoint) to ``local_providers``
+    so it receives every classification. :meth:`to_policy` gives the equivalent policy.
+    """
+
+    enabled: bool = Field(
+        default=_POLICY_DEFAULTS.enabled, description="Enforce the policy before any provider call."
+    )
+    local_providers: Annotated[
+        tuple[str, ...], BeforeValidator(_sequence_as_tuple), AfterValidator(_check_local_providers)
+    ] = Field(
+        default=DEFAULT_LOCAL_PROVIDERS,
+        max_length=_MAX_PROVIDER_IDS,
+        description="Provider ids (case-insensitive) on this machine; they receive every classification.",
+    )
+    remote_allowed: Annotated[
+        tuple[PrivacyClassification, ...],
+        BeforeValidator(_sequence_as_tuple),
+        AfterValidator(_check_remote_allowed),
+    ] = Field(
+        default=DEFAULT_REMOTE_ALLOWED,
+        max_length=_MAX_REMOTE_ALLOWED,
+        description="Classifications any other provider may receive; never local-only.",
+    )
+    redact_secrets: bool = Field(
+        default=_POLICY_DEFAULTS.redact_secrets, description="Replace credentials and keys in payloads."
+    )
+
+    def to_policy(self) -> PrivacyPolicy:
+        """The :class:`~ds4_context_core.privacy.PrivacyPolicy` these settings describe."""
+        return PrivacyPolicy(
+            enabled=self.enabled,
+            local_providers=self.local_providers,
+            remote_allowed=self.remote_allowed,
+            redact_secrets=self.redact_secrets,
+        )
+
+
+class LocalKvConfig(_Section):
+    """Local KV cache reuse (``local-kv-eligibility-v1``). Off by default; reuse also needs a versioned
+    ``local-kv-reuse`` capability and an injected runtime port."""
+
+    enabled: bool = Field(default=False, description="Allow reusing a local runtime's KV cache.")
+
+
 class Ds4ContextConfig(_Section):
     """The whole configuration. Build it with :func:`load_config` to get warnings instead of errors."""
 
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     planner: PlannerConfig = Field(default_factory=PlannerConfig)
     pruning: PruningConfig = Field(default_factory=PruningConfig)
+    privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
+    local_kv: LocalKvConfig = Field(default_factory=LocalKvConfig)
 
 
 class ConfigWarning(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -192,6 +299,19 @@ def _safe_path(*parts: object) -> str:
     return cleaned[:_MAX_PATH_CHARS]
 
 
+def _reason(error: ValidationError) -> str:
+    """``default used: <reason> (<error types>)`` with the reason ``wrong type``, ``out of range`` or
+    ``not allowed``; pydantic's messages are never copied, since they may quote the value."""
+    kinds = sorted({str(item["type"]) for item in error.errors()})
+    if any(kind.endswith("_type") for kind in kinds):
+        reason = "wrong type"
+    elif all(kind in _RANGE_ERRORS for kind in kinds):
+        reason = "out of range"
+    else:
+        reason = "not allowed"
+    return f"default used: {reason} (" + ", ".join(kinds)[:80] + ")"
+
+
 def _load_section(
     model: type[_Section], raw: Any, path: str, warnings: list[ConfigWarning]
 ) -> _Section | None:
@@ -216,13 +336,8 @@ def _load_section(
         try:
             model.model_validate({key: value})
         except ValidationError as error:
-            kinds = sorted({str(item["type"]) for item in error.errors()})
             warnings.append(
-                ConfigWarning(
-                    code="config-value-invalid",
-                    path=_safe_path(path, key),
-                    detail="default used (" + ", ".join(kinds)[:80] + ")",
-                )
+                ConfigWarning(code="config-value-invalid", path=_safe_path(path, key), detail=_reason(error))
             )
             continue
         accepted[key] = value
