@@ -132,6 +132,12 @@ def test_an_empty_summary(text):
     assert result.problems == (SummaryProblem(code="summary-empty", section=None, count=1),)
 
 
+def test_text_without_any_section_is_missing_every_section_but_not_empty():
+    result = validate_summary("Goal: port the CLI. Constraint: keep --verbose.", SOURCE)
+    assert result.sections_found == 0
+    assert problems(result) == {("summary-section-missing", name): 1 for name in SUMMARY_SECTIONS}
+
+
 def test_a_summary_over_the_limit_is_not_parsed():
     result = validate_summary("x" * (SUMMARY_MAX_CHARS + 1), SOURCE)
     assert result.problems == (SummaryProblem(code="summary-too-large", section=None, count=1),)

@@ -333,7 +333,7 @@ def validate_summary(text: str, source_texts: str | Iterable[str]) -> SummaryVal
     for section in SUMMARY_SECTIONS:
         if section not in bodies:
             add("summary-section-missing", section)
-    if not any(line.strip() for lines in bodies.values() for line in lines):
+    if bodies and not any(line.strip() for lines in bodies.values() for line in lines):
         add("summary-empty", None)  # headings alone (the bare template) say nothing
 
     source_index = _SourceIndex(sources)
