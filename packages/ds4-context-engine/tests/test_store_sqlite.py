@@ -17,6 +17,7 @@ from ds4_context_engine._exceptions import DerivedStoreError, UntrustedPathError
 from ds4_context_engine.pi import append_pi_entry, create_pi_session, read_pi_session
 from ds4_context_engine.store import (
     CALIBRATION_RETENTION,
+    CALIBRATION_SOURCE_RETENTION,
     MANIFEST_RETENTION,
     SQLITE_MIGRATION_CHECKSUMS,
     SQLITE_MIGRATION_NAMES,
@@ -59,7 +60,7 @@ def test_store_is_private_wal_with_foreign_keys_and_pinned_migrations(tmp_path, 
     with closing(sqlite3.connect(path)) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = connection.execute("SELECT version, name, checksum FROM schema_migrations").fetchall()
-    assert [row[1] for row in rows] == list(SQLITE_MIGRATION_NAMES) == ["initial"]
+    assert [row[1] for row in rows] == list(SQLITE_MIGRATION_NAMES) == ["initial", "calibration-sources"]
     for (version, name, checksum), migration in zip(rows, MIGRATIONS, strict=True):
         expected = hashlib.sha256(f"{version}\n{name}\n{migration.sql}".encode()).hexdigest()
         assert checksum == expected
@@ -179,6 +180,47 @@ def test_calibration_retention_is_per_profile(store):
         store.add_calibration_sample("p", estimated=0, actual=5)
     assert caught.value.code == "calibration-sample-invalid"
     assert len(store.calibration_samples("p")) == 0
+
+
+def test_a_calibration_source_is_recorded_once_even_after_its_sample_ages_out(store):
+    assert store.add_calibration_sample("m", estimated=100, actual=130, source="s:e1") is True
+    assert store.add_calibration_sample("m", estimated=100, actual=130, source="s:e1") is False
+    assert store.add_calibration_sample("other", estimated=100, actual=130, source="s:e1") is True
+    for number in range(CALIBRATION_RETENTION):
+        store.add_calibration_sample("m", estimated=50, actual=60, source=f"s:n{number}")
+    assert {(s.estimated, s.actual) for s in store.calibration_samples("m")} == {(50, 60)}  # aged out
+    assert store.add_calibration_sample("m", estimated=100, actual=130, source="s:e1") is False
+    assert len(store.calibration_samples("m")) == CALIBRATION_RETENTION
+    assert "s:e1" in store.calibration_sources("m")
+    assert store.calibration_sources("other") == frozenset({"s:e1"})
+    assert store.add_calibration_sample("m", estimated=100, actual=130) is True  # no source: always
+
+
+def test_calibration_sources_are_bounded_per_profile(store):
+    for number in range(CALIBRATION_SOURCE_RETENTION + 3):
+        store.add_calibration_sample("m", estimated=10, actual=11, source=f"s:{number}")
+    sources = store.calibration_sources("m")
+    assert len(sources) == CALIBRATION_SOURCE_RETENTION
+    assert "s:0" not in sources
+    assert f"s:{CALIBRATION_SOURCE_RETENTION + 2}" in sources
+
+
+def test_a_store_of_the_first_schema_is_migrated_forward_with_its_data(tmp_path, session_path):
+    db = tmp_path / "state" / "derived.sqlite3"
+    store = open_derived_store(db)
+    store.index_file(session_path)
+    store.add_calibration_sample("m", estimated=100, actual=120)
+    store.close()
+    with closing(sqlite3.connect(db)) as connection, connection:  # as the first release wrote it
+        connection.execute("DROP TABLE calibration_sources")
+        connection.execute("DELETE FROM schema_migrations WHERE version > 1")
+    store = open_derived_store(db)
+    assert store.health().events == ()
+    assert store.health().migration_checksums_ok
+    assert [(s.estimated, s.actual) for s in store.calibration_samples("m")] == [(100, 120)]
+    assert store.index_file(session_path).entries_indexed == 0  # nothing to index again
+    assert store.add_calibration_sample("m", estimated=100, actual=120, source="x") is True
+    store.close()
 
 
 def test_large_tool_outputs_become_content_addressed_artifacts(tmp_path, store):

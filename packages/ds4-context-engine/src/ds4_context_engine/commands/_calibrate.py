@@ -11,15 +11,14 @@ estimate of the messages the later request added, actual = how many more input t
 counted for it. The system prompt and the tools are in both calls, so they cancel out: a sample measures
 the estimator on conversation text only, which is what the planner's limits apply to.
 
-Samples go to the derived store under the profile ``"<provider>:<model>"``. Each is recorded once: a
-marker (a small content-addressed artifact naming the session and the entry, no content) says that
-entry's sample is in the store, so opening a session twice adds nothing. Only the newest
+Samples go to the derived store under the profile ``"<provider>:<model>"``. Each is recorded once: the
+store remembers each sample's source (the session and the entry, no content), so opening a session twice
+adds nothing. Only the newest
 ``CALIBRATION_RETENTION`` usage messages of a session are looked at, as the store keeps no more.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import MutableSet
 from typing import Any, Final
@@ -45,7 +44,6 @@ _MAX_INPUT_TOKENS: Final = 10_000_000
 _USAGE_INVALID: Final = "token-calibration-sample-invalid"
 _NO_BASELINE: Final = "token-calibration-no-baseline"
 _STORE_FAILED: Final = "derived-store-failed"
-_MARKER_MEDIA_TYPE: Final = "application/vnd.ds4-context.calibration-marker"
 # Calls that ended in an error or were aborted may report partial or zero usage: no signal.
 _NO_SIGNAL_STOPS: Final = frozenset({"error", "aborted"})
 
@@ -104,8 +102,9 @@ def pi_usage_input_tokens(usage: object) -> int | None:
     return prompt
 
 
-def _marker(session_id: str, entry_id: str) -> bytes:
-    return f"{TOKEN_CALIBRATION_VERSION} sample\nsession {session_id}\nentry {entry_id}\n".encode()
+def _source(session_id: str, entry_id: str) -> str:
+    """What a sample was measured from, as the store keys it: one entry of one session."""
+    return f"{TOKEN_CALIBRATION_VERSION}:{session_id}:{entry_id}"
 
 
 class _Call(msgspec.Struct, frozen=True):
@@ -225,13 +224,16 @@ def record_calibration_samples(
     by_id = {call.entry.id: call for call in calls}
     requests = _Requests(session)
     recorded = known = 0
+    sources: dict[str, frozenset[str]] = {}  # per profile, read from the store once a pass
     for call in calls[-CALIBRATION_RETENTION:]:
         entry_id = call.entry.id
         if entry_id in handled:
             continue
         try:
-            marker = _marker(session.session_id, entry_id)
-            if store.get_artifact(hashlib.sha256(marker).hexdigest()) is not None:
+            source = _source(session.session_id, entry_id)
+            if call.profile not in sources:
+                sources[call.profile] = store.calibration_sources(call.profile)
+            if source in sources[call.profile]:
                 known += 1
                 handled.add(entry_id)
                 continue
@@ -249,9 +251,12 @@ def record_calibration_samples(
                 skipped[_NO_BASELINE] += 1
                 handled.add(entry_id)
                 continue
-            # the marker first: a crash in between loses one sample instead of doubling it
-            store.put_artifact(marker, media_type=_MARKER_MEDIA_TYPE)
-            store.add_calibration_sample(call.profile, estimated=estimated, actual=actual)
+            if not store.add_calibration_sample(
+                call.profile, estimated=estimated, actual=actual, source=source
+            ):
+                known += 1  # recorded by another process since this pass read the sources
+                handled.add(entry_id)
+                continue
         except PiSessionError:
             skipped[_NO_BASELINE] += 1
             handled.add(entry_id)

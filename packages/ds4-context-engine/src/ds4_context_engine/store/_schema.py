@@ -94,4 +94,18 @@ CREATE TABLE calibration_samples (
 CREATE INDEX calibration_by_profile ON calibration_samples(profile, id);
 """
 
-MIGRATIONS: Final = (Migration(1, "initial", _INITIAL.strip()),)
+# What each calibration sample was measured from (say a session's entry), so that one measurement is
+# recorded once even when its session is opened again after the sample itself has aged out.
+_CALIBRATION_SOURCES: Final = """
+CREATE TABLE calibration_sources (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    profile TEXT NOT NULL,
+    source TEXT NOT NULL,
+    UNIQUE (profile, source)
+);
+"""
+
+MIGRATIONS: Final = (
+    Migration(1, "initial", _INITIAL.strip()),
+    Migration(2, "calibration-sources", _CALIBRATION_SOURCES.strip()),
+)

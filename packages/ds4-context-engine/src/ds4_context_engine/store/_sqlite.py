@@ -54,6 +54,7 @@ from ._trust import ensure_private_directory, resolve_inside
 __all__ = [
     "ARTIFACT_THRESHOLD_CHARS",
     "CALIBRATION_RETENTION",
+    "CALIBRATION_SOURCE_RETENTION",
     "DEFAULT_BUSY_TIMEOUT_SECONDS",
     "MANIFEST_RETENTION",
     "SqliteDerivedStore",
@@ -62,6 +63,7 @@ __all__ = [
 
 MANIFEST_RETENTION: Final = 128
 CALIBRATION_RETENTION: Final = 200
+CALIBRATION_SOURCE_RETENTION: Final = 10 * CALIBRATION_RETENTION
 ARTIFACT_THRESHOLD_CHARS: Final = 16_384
 DEFAULT_BUSY_TIMEOUT_SECONDS: Final = 0.25
 _TAIL_HASH_BYTES: Final = 256
@@ -710,13 +712,32 @@ class SqliteDerivedStore:
         )
         return tuple(row[0] for row in rows)
 
-    def add_calibration_sample(self, profile: str, *, estimated: int, actual: int) -> None:
-        """Record one (estimate, actual) token pair; the newest ``CALIBRATION_RETENTION`` are kept."""
+    def add_calibration_sample(
+        self, profile: str, *, estimated: int, actual: int, source: str | None = None
+    ) -> bool:
+        """Record one (estimate, actual) token pair; the newest ``CALIBRATION_RETENTION`` are kept.
+
+        ``source`` names what the pair was measured from (such as ``"<session>:<entry>"``). A source
+        this profile has seen is not recorded again, even after its sample has aged out; the newest
+        ``CALIBRATION_SOURCE_RETENTION`` sources are remembered. Returns whether the pair was recorded.
+        """
         if estimated <= 0 or actual <= 0:
             raise DerivedStoreError("calibration-sample-invalid", "token counts must be positive integers")
 
-        def run() -> None:
+        def run() -> bool:
             with self._transaction() as connection:
+                if source is not None:
+                    added = connection.execute(
+                        "INSERT OR IGNORE INTO calibration_sources (profile, source) VALUES (?, ?)",
+                        (profile, source),
+                    )
+                    if not added.rowcount:
+                        return False
+                    connection.execute(
+                        "DELETE FROM calibration_sources WHERE profile = ? AND id NOT IN "
+                        "(SELECT id FROM calibration_sources WHERE profile = ? ORDER BY id DESC LIMIT ?)",
+                        (profile, profile, CALIBRATION_SOURCE_RETENTION),
+                    )
                 connection.execute(
                     "INSERT INTO calibration_samples (profile, estimated, actual, created_at) "
                     "VALUES (?, ?, ?, ?)",
@@ -727,8 +748,18 @@ class SqliteDerivedStore:
                     "(SELECT id FROM calibration_samples WHERE profile = ? ORDER BY id DESC LIMIT ?)",
                     (profile, profile, CALIBRATION_RETENTION),
                 )
+                return True
 
-        self._guard(run)
+        return self._guard(run)
+
+    def calibration_sources(self, profile: str) -> frozenset[str]:
+        """The sources of the samples this profile has recorded (see :meth:`add_calibration_sample`)."""
+        rows = self._guard(
+            lambda: self._connection.execute(
+                "SELECT source FROM calibration_sources WHERE profile = ?", (profile,)
+            ).fetchall()
+        )
+        return frozenset(row[0] for row in rows)
 
     def calibration_samples(self, profile: str) -> tuple[CalibrationSample, ...]:
         """Oldest first."""
