@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from ds4_context_core import ModelDescriptor
+from ds4_context_core.privacy import PrivacyPolicy
 from ds4_context_engine._exceptions import CommandError
 from ds4_context_engine.commands import (
     CONTEXT_COMMANDS,
@@ -226,6 +227,29 @@ def test_privacy_reports_counts_and_never_the_secret(tmp_path):
     assert (result.provider, result.destination, result.changed) == ("anthropic", "remote", True)
     assert result.secret_redactions >= 1
     assert "sk-abcdef" not in render_json(result)
+
+
+def test_the_privacy_policy_comes_from_the_config_unless_one_is_given(tmp_path):
+    path = tmp_path / "secret.jsonl"
+    path.write_text(
+        (FIXTURES / "v3-coding.jsonl")
+        .read_text()
+        .replace("Fix the failing parser test in src/parse.ts", "Use key sk-abcdefghijklmnopqrstuvwxyz0123")
+    )
+    local = {"privacy": {"local_providers": ["Anthropic"]}}
+    with ContextWorkspace.open(path, no_store=True, config=local) as workspace:
+        assert workspace.privacy_policy == PrivacyPolicy(local_providers=("Anthropic",))
+        result = context_privacy(workspace)
+    assert (result.destination, result.secret_redactions) == ("local", 0)
+    # an invalid section never widens the policy: the defaults stay, with a warning
+    invalid = {"privacy": {"remote_allowed": ["normal", "local-only"]}}
+    with ContextWorkspace.open(path, no_store=True, config=invalid) as workspace:
+        assert workspace.privacy_policy == PrivacyPolicy()
+        assert workspace.config_result.warnings
+    explicit = PrivacyPolicy(redact_secrets=False)
+    with ContextWorkspace.open(path, no_store=True, config=local, privacy_policy=explicit) as workspace:
+        result = context_privacy(workspace)
+    assert (result.destination, result.secret_redactions) == ("remote", 0)
 
 
 def test_plan_commands_explain_what_is_kept_trimmed_receipted_and_left_out(demo):

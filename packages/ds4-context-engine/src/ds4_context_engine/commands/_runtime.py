@@ -8,7 +8,6 @@ import msgspec
 
 from ds4_context_core.adapter import CAPABILITY_REGISTRY_V1, CapabilityRequest, CompletionRequest
 from ds4_context_core.privacy import (
-    PrivacyPolicy,
     enforce_payload_privacy,
     mark_local_only_messages,
     privacy_policy_version,
@@ -75,7 +74,7 @@ def context_privacy(workspace: ContextWorkspace) -> PrivacyResult:
     else:
         messages = workspace.context.messages
         provider = workspace.context.provider or _NO_PROVIDER
-    policy = workspace.privacy_policy or PrivacyPolicy()
+    policy = workspace.privacy_policy
     try:
         result = enforce_payload_privacy(
             {"messages": msgspec.to_builtins(mark_local_only_messages(messages))},

@@ -90,9 +90,12 @@ class ContextWorkspace:
         self.retrieval_hits = retrieval_hits
         self.task_digest = bool(task_digest)
         self.session_path = Path(session_path)
-        self.privacy_policy = privacy_policy
         self.store = store
         self.config_result: ConfigLoadResult = load_config(config)
+        # the policy given here, else the configuration's privacy section (its defaults when it has none)
+        self.privacy_policy: PrivacyPolicy = (
+            privacy_policy if privacy_policy is not None else self.config.privacy.to_policy()
+        )
         self.model = model
         self.leaf_id = leaf_id
         self._session = read_pi_session(self.session_path)
@@ -122,6 +125,7 @@ class ContextWorkspace:
         model: ModelDescriptor | None = None,
         leaf_id: str | None = None,
         trusted_roots: Sequence[str | os.PathLike[str]] | None = None,
+        privacy_policy: PrivacyPolicy | None = None,
         retrieval_hits: int = RETRIEVAL_HITS_DEFAULT,
         task_digest: bool = True,
     ) -> ContextWorkspace:
@@ -130,7 +134,8 @@ class ContextWorkspace:
         ``no_store=True`` works from the session file alone: pins and memory are replayed from its
         events, the commands that report on the store itself are unavailable and no history is retrieved.
         ``retrieval_hits`` caps the retrieved-history supplements of a plan (0 turns retrieval off);
-        ``task_digest`` adds the task digest of what a plan cuts.
+        ``task_digest`` adds the task digest of what a plan cuts. ``privacy_policy`` overrides the
+        configuration's ``privacy`` section.
         """
         _check_retrieval_hits(retrieval_hits)
         store = None if no_store else open_derived_store(store_path or default_store_path())
@@ -142,6 +147,7 @@ class ContextWorkspace:
                 model=model,
                 leaf_id=leaf_id,
                 trusted_roots=trusted_roots,
+                privacy_policy=privacy_policy,
                 retrieval_hits=retrieval_hits,
                 task_digest=task_digest,
             )
