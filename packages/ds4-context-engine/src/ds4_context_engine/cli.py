@@ -220,7 +220,7 @@ def _read_command(name: str, function: str, summary: str) -> Callable[..., None]
 
 
 _PLAN_NOTE: Final = " Needs --model provider:model and --window N."
-_PLAN_COMMANDS: Final = ("manifest", "included", "excluded", "compact-preview")
+_PLAN_COMMANDS: Final = ("manifest", "included", "excluded", "compact-preview", "retrieved", "compaction")
 for _name, _function, _summary in (
     ("status", "context_status", "The session at a glance: branch, model, size, pins, issues."),
     ("adapter", "context_adapter", "The runtime-adapter view: capabilities as negotiated, diagnostics."),
@@ -236,11 +236,27 @@ for _name, _function, _summary in (
     ("privacy", "context_privacy", "What privacy enforcement would do to the next request (counts only)."),
     ("model", "context_model", "The model the session uses and the one the planner budgets against."),
     ("compact-preview", "context_compact_preview", "What compaction would do now (dry run)." + _PLAN_NOTE),
+    (
+        "summaries",
+        "context_summaries",
+        "Compaction and branch summaries in the session, checked against summary-contract-v1.",
+    ),
+    (
+        "compaction",
+        "context_compaction",
+        "Compaction entries and what they cut; with --model and --window, whether a plan would compact.",
+    ),
+    (
+        "retrieved",
+        "context_retrieved",
+        "Retrieved-history items of the plan: source entry, tokens, score, reason." + _PLAN_NOTE,
+    ),
+    ("artifacts", "context_artifacts", "Large tool outputs the derived store keeps for this session."),
     ("storage", "context_storage", "Sizes and counts of the derived store."),
     ("health", "context_health", "Session issues, history validation and the store's state."),
     ("config", "context_config", "The effective configuration and any warnings from loading it."),
 ):
-    panel = _STORE if _name in ("storage",) else _PLAN if _name in _PLAN_COMMANDS else _INSPECT
+    panel = _STORE if _name in ("storage", "artifacts") else _PLAN if _name in _PLAN_COMMANDS else _INSPECT
     app.command(_name, rich_help_panel=panel)(_read_command(_name, _function, _summary))
 
 

@@ -39,8 +39,12 @@ from ._planned import (
 from ._render import render_json, render_rich, render_text
 from ._results import (
     AdapterResult,
+    ArtifactLine,
+    ArtifactsResult,
     CapabilityLine,
     CommandResult,
+    CompactionLine,
+    CompactionResult,
     CompactPreviewResult,
     ConfigResult,
     ExcludedResult,
@@ -61,8 +65,12 @@ from ._results import (
     RebuildIndexResult,
     RestoredMessage,
     RestoreResult,
+    RetrievedLine,
+    RetrievedResult,
     StatusResult,
     StorageResult,
+    SummariesResult,
+    SummaryLine,
     TokensResult,
 )
 from ._retrieval import (
@@ -74,6 +82,7 @@ from ._retrieval import (
     retrieved_supplements,
 )
 from ._runtime import context_adapter, context_privacy
+from ._views import context_artifacts, context_compaction, context_retrieved, context_summaries
 from ._workspace import DEFAULT_STORE_ENV, ContextWorkspace, default_store_path
 
 __all__ = [
@@ -90,9 +99,13 @@ __all__ = [
     "TASK_DIGEST_ID",
     "TASK_DIGEST_MAX_CHARS",
     "AdapterResult",
+    "ArtifactLine",
+    "ArtifactsResult",
     "CapabilityLine",
     "CommandResult",
     "CompactPreviewResult",
+    "CompactionLine",
+    "CompactionResult",
     "ConfigResult",
     "ContextWorkspace",
     "ExcludedResult",
@@ -113,11 +126,17 @@ __all__ = [
     "RebuildIndexResult",
     "RestoreResult",
     "RestoredMessage",
+    "RetrievedLine",
+    "RetrievedResult",
     "StatusResult",
     "StorageResult",
+    "SummariesResult",
+    "SummaryLine",
     "TokensResult",
     "context_adapter",
+    "context_artifacts",
     "context_compact_preview",
+    "context_compaction",
     "context_config",
     "context_excluded",
     "context_explain",
@@ -131,8 +150,10 @@ __all__ = [
     "context_privacy",
     "context_rebuild_index",
     "context_restore",
+    "context_retrieved",
     "context_status",
     "context_storage",
+    "context_summaries",
     "context_tokens",
     "context_unpin",
     "default_store_path",

@@ -33,13 +33,16 @@ from ._planned import (
 )
 from ._render import render_text
 from ._runtime import context_adapter, context_privacy
+from ._views import context_artifacts, context_compaction, context_retrieved, context_summaries
 from ._workspace import ContextWorkspace
 
 __all__ = ["CONTEXT_COMMANDS", "run_context_command", "run_context_command_text"]
 
 CONTEXT_COMMANDS: Final = (
     "adapter",
+    "artifacts",
     "compact-preview",
+    "compaction",
     "config",
     "excluded",
     "explain",
@@ -53,15 +56,19 @@ CONTEXT_COMMANDS: Final = (
     "privacy",
     "rebuild-index",
     "restore",
+    "retrieved",
     "status",
     "storage",
+    "summaries",
     "tokens",
     "unpin",
 )
 
 _NO_ARGUMENTS: Final[dict[str, Callable[[ContextWorkspace], msgspec.Struct]]] = {
     "adapter": context_adapter,
+    "artifacts": context_artifacts,
     "compact-preview": context_compact_preview,
+    "compaction": context_compaction,
     "config": context_config,
     "excluded": context_excluded,
     "health": context_health,
@@ -71,8 +78,10 @@ _NO_ARGUMENTS: Final[dict[str, Callable[[ContextWorkspace], msgspec.Struct]]] = 
     "pins": context_pins,
     "privacy": context_privacy,
     "rebuild-index": context_rebuild_index,
+    "retrieved": context_retrieved,
     "status": context_status,
     "storage": context_storage,
+    "summaries": context_summaries,
     "tokens": context_tokens,
 }
 

@@ -14,9 +14,13 @@ from ds4_context_engine.store import IndexReport, StorageReport, StoreHealth
 
 __all__ = [
     "AdapterResult",
+    "ArtifactLine",
+    "ArtifactsResult",
     "CapabilityLine",
     "CommandResult",
     "CompactPreviewResult",
+    "CompactionLine",
+    "CompactionResult",
     "ConfigResult",
     "ExcludedResult",
     "ExclusionLine",
@@ -36,8 +40,12 @@ __all__ = [
     "RebuildIndexResult",
     "RestoreResult",
     "RestoredMessage",
+    "RetrievedLine",
+    "RetrievedResult",
     "StatusResult",
     "StorageResult",
+    "SummariesResult",
+    "SummaryLine",
     "TokensResult",
 ]
 
@@ -272,8 +280,121 @@ class ConfigResult(_Result, frozen=True):
     command: str = "config"
 
 
+class SummaryLine(_Result, frozen=True):
+    """One compaction or branch summary in the session file, judged by ``summary-contract-v1``.
+
+    ``problems`` are ``code`` or ``code:Section`` with ``*N`` when it occurs N > 1 times: never text.
+    """
+
+    entry_id: str
+    kind: str
+    on_branch: bool
+    chars: int
+    tokens_before: int | None
+    source_entries: int
+    valid: bool
+    problems: tuple[str, ...]
+
+    @property
+    def text_line(self) -> str:
+        """``<entry> <kind> <chars> chars[, <n> tokens before]: valid | invalid (<problems>)``."""
+        before = "" if self.tokens_before is None else f", {self.tokens_before} tokens before"
+        branch = "" if self.on_branch else " (off the active branch)"
+        totals: dict[str, int] = {}
+        for label in self.problems:  # 'code', 'code:Section' or either with '*N'
+            head, _, count = label.partition("*")
+            code = head.partition(":")[0]
+            totals[code] = totals.get(code, 0) + (int(count) if count.isdigit() else 1)
+        shown = ", ".join(code if count == 1 else f"{code} x{count}" for code, count in totals.items())
+        verdict = "valid" if self.valid else f"invalid ({shown})"
+        return f"{self.entry_id} {self.kind}{branch}: {self.chars} chars{before}; {verdict}"
+
+
+class SummariesResult(_Result, frozen=True):
+    """``/context summaries``: the session's compaction and branch summaries and their contract check."""
+
+    contract_version: str
+    summaries: int
+    valid: int
+    invalid: int
+    entries: tuple[SummaryLine, ...]
+    command: str = "summaries"
+
+
+class CompactionLine(_Result, frozen=True):
+    """One compaction entry: where it cut (``first_kept_entry_id``) and how much it left behind."""
+
+    entry_id: str
+    on_branch: bool
+    applied: bool
+    first_kept_entry_id: str | None
+    first_kept_found: bool
+    cut_entries: int
+    kept_entries: int
+    tokens_before: int | None
+    summary_chars: int
+
+
+class CompactionResult(_Result, frozen=True):
+    """``/context compaction``: the session's compactions, and whether a plan would compact now."""
+
+    applied_entry_id: str | None
+    compactions: tuple[CompactionLine, ...]
+    model: str | None
+    plan: str
+    would_compact: bool | None
+    plan_tokens_before: int | None
+    plan_tokens_after: int | None
+    trimmed_messages: int | None
+    receipts: int | None
+    dropped_messages: int | None
+    command: str = "compaction"
+
+
+class RetrievedLine(_Result, frozen=True):
+    """One retrieved-history item of the plan: which entry it came from, its size and why."""
+
+    item_id: str
+    source_entry_ids: tuple[str, ...]
+    tokens: int
+    score: float | None
+    reason: str
+
+
+class RetrievedResult(_Result, frozen=True):
+    """``/context retrieved``: the retrieved-history supplements of the current plan (metadata only)."""
+
+    store: bool
+    retrieval_hits: int
+    total_tokens: int
+    items: tuple[RetrievedLine, ...]
+    command: str = "retrieved"
+
+
+class ArtifactLine(_Result, frozen=True):
+    """One large tool output the store keeps for this session: entry, sha256 id and size in bytes."""
+
+    entry_id: str
+    artifact_id: str
+    size_bytes: int
+    on_branch: bool
+
+
+class ArtifactsResult(_Result, frozen=True):
+    """``/context artifacts``: this session's content-addressed tool outputs in the derived store."""
+
+    threshold_chars: int
+    total_bytes: int
+    artifacts: tuple[ArtifactLine, ...]
+    store_artifacts: int
+    store_artifact_bytes: int
+    command: str = "artifacts"
+
+
 CommandResult = (
     AdapterResult
+    | ArtifactsResult
+    | CompactionResult
     | CompactPreviewResult
     | ConfigResult
     | ExcludedResult
@@ -287,7 +408,9 @@ CommandResult = (
     | PrivacyResult
     | RebuildIndexResult
     | RestoreResult
+    | RetrievedResult
     | StatusResult
+    | SummariesResult
     | StorageResult
     | TokensResult
 )

@@ -1,0 +1,308 @@
+"""The /context views of what stands in for history: summaries, compactions, retrieved items, artifacts.
+
+Each returns metadata only (ids, kinds, sizes, counts, codes). The text of a summary is judged by core's
+``summary-contract-v1`` here and never leaves this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+from ds4_context_core.summaries import SUMMARY_CONTRACT_VERSION, SummaryValidation, validate_summary
+from ds4_context_engine._exceptions import CommandError
+from ds4_context_engine.pi import PiEntry, PiSession
+from ds4_context_engine.store import ARTIFACT_THRESHOLD_CHARS
+
+from ._planned import context_compact_preview
+from ._results import (
+    ArtifactLine,
+    ArtifactsResult,
+    CompactionLine,
+    CompactionResult,
+    RetrievedLine,
+    RetrievedResult,
+    SummariesResult,
+    SummaryLine,
+)
+from ._workspace import ContextWorkspace
+
+__all__ = ["context_artifacts", "context_compaction", "context_retrieved", "context_summaries"]
+
+_SUMMARY_KINDS: Final = {"compaction": "compaction", "branch_summary": "branch-summary"}
+# Message roles whose entries the store may keep as artifacts (large tool outputs).
+_ARTIFACT_ROLES: Final = frozenset({"toolResult", "bashExecution"})
+_NO_MODEL: Final = "no model: pass --model provider:model --window N to see whether a plan would compact"
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """The strings of a JSON value (tool arguments, details), depth first; other scalars as text."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, bool | int | float):
+        yield str(value)
+
+
+def _content_texts(content: Any) -> Iterator[str]:
+    if isinstance(content, str):
+        yield content
+        return
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        for key in ("text", "thinking"):
+            if isinstance(block.get(key), str):
+                yield block[key]
+        if block.get("type") == "toolCall":
+            if isinstance(block.get("name"), str):
+                yield block["name"]
+            yield from _strings(block.get("arguments"))
+
+
+def _entry_texts(entry: PiEntry) -> Iterator[str]:
+    """Everything a summary of this entry could quote: message text, tool calls and outputs, summaries."""
+    data = entry.data
+    if entry.type == "message" and isinstance(data.get("message"), dict):
+        message = data["message"]
+        yield from _content_texts(message.get("content"))
+        for key in ("command", "output", "summary", "toolName"):
+            if isinstance(message.get(key), str):
+                yield message[key]
+    elif entry.type in _SUMMARY_KINDS:
+        if isinstance(data.get("summary"), str):
+            yield data["summary"]
+        yield from _strings(data.get("details"))
+    elif entry.type == "custom_message":
+        yield from _content_texts(data.get("content"))
+
+
+class _Texts:
+    """Entry texts, extracted once per entry however many summaries share it."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[str, ...]] = {}
+
+    def __call__(self, entry: PiEntry) -> tuple[str, ...]:
+        texts = self._cache.get(entry.id)
+        if texts is None:
+            texts = self._cache[entry.id] = tuple(_entry_texts(entry))
+        return texts
+
+
+def _path_before(session: PiSession, entry: PiEntry) -> tuple[PiEntry, ...]:
+    """The entries from the root up to (not including) ``entry``."""
+    if entry.parent_id is None or session.entry(entry.parent_id) is None:
+        return ()
+    return session.branch(entry.parent_id)[0]
+
+
+def _summary_sources(session: PiSession, entry: PiEntry) -> tuple[PiEntry, ...]:
+    """What a summary was made from: the branch before it and, for a branch summary, the branch it left."""
+    path = _path_before(session, entry)
+    from_id = entry.data.get("fromId")
+    if entry.type != "branch_summary" or not isinstance(from_id, str) or session.entry(from_id) is None:
+        return path
+    seen = {item.id for item in path}
+    left = tuple(item for item in session.branch(from_id)[0] if item.id not in seen)
+    return path + left
+
+
+def _problem_labels(verdict: SummaryValidation) -> tuple[str, ...]:
+    labels = []
+    for problem in verdict.problems:
+        label = problem.code if problem.section is None else f"{problem.code}:{problem.section}"
+        labels.append(label if problem.count == 1 else f"{label}*{problem.count}")
+    return tuple(labels)
+
+
+def _tokens_before(entry: PiEntry) -> int | None:
+    value = entry.data.get("tokensBefore")
+    return value if type(value) is int and value >= 0 else None
+
+
+def _summary_text(entry: PiEntry) -> str:
+    summary = entry.data.get("summary")
+    return summary if isinstance(summary, str) else ""
+
+
+def context_summaries(workspace: ContextWorkspace) -> SummariesResult:
+    """Every compaction and branch summary in the session file, checked against ``summary-contract-v1``.
+
+    Each is validated against the text of the entries that came before it on its branch (and, for a
+    branch summary, of the branch it summarises). Only codes, section names and counts are reported.
+    """
+    session = workspace.session
+    on_branch = frozenset(workspace.context.branch_entry_ids)
+    texts = _Texts()
+    lines: list[SummaryLine] = []
+    for entry in session.entries:
+        kind = _SUMMARY_KINDS.get(entry.type)
+        if kind is None:
+            continue
+        sources = _summary_sources(session, entry)
+        text = _summary_text(entry)
+        verdict = validate_summary(text, (part for source in sources for part in texts(source)))
+        lines.append(
+            SummaryLine(
+                entry_id=entry.id,
+                kind=kind,
+                on_branch=entry.id in on_branch,
+                chars=len(text),
+                tokens_before=_tokens_before(entry),
+                source_entries=len(sources),
+                valid=verdict.valid,
+                problems=_problem_labels(verdict),
+            )
+        )
+    valid = sum(line.valid for line in lines)
+    return SummariesResult(
+        contract_version=SUMMARY_CONTRACT_VERSION,
+        summaries=len(lines),
+        valid=valid,
+        invalid=len(lines) - valid,
+        entries=tuple(lines),
+    )
+
+
+def _compaction_line(session: PiSession, entry: PiEntry, *, on_branch: bool, applied: bool) -> CompactionLine:
+    path = _path_before(session, entry)
+    first_kept = entry.data.get("firstKeptEntryId")
+    first_kept_id = first_kept if isinstance(first_kept, str) else None
+    position = next((index for index, item in enumerate(path) if item.id == first_kept_id), None)
+    return CompactionLine(
+        entry_id=entry.id,
+        on_branch=on_branch,
+        applied=applied,
+        first_kept_entry_id=first_kept_id,
+        first_kept_found=position is not None,
+        cut_entries=len(path) if position is None else position,
+        kept_entries=0 if position is None else len(path) - position,
+        tokens_before=_tokens_before(entry),
+        summary_chars=len(_summary_text(entry)),
+    )
+
+
+def context_compaction(workspace: ContextWorkspace) -> CompactionResult:
+    """The session's compaction entries and what each cut; with a model, whether a plan would compact now.
+
+    ``applied_entry_id`` is the compaction the active branch's context starts from (the newest on it).
+    The plan part is ``/context compact-preview`` (a dry run) summed up; without a model it says so.
+    """
+    session = workspace.session
+    context = workspace.context
+    on_branch = frozenset(context.branch_entry_ids)
+    lines = tuple(
+        _compaction_line(
+            session,
+            entry,
+            on_branch=entry.id in on_branch,
+            applied=entry.id == context.compaction_entry_id,
+        )
+        for entry in session.entries
+        if entry.type == "compaction"
+    )
+    model = workspace.model
+    if model is None:
+        return CompactionResult(
+            applied_entry_id=context.compaction_entry_id,
+            compactions=lines,
+            model=None,
+            plan=_NO_MODEL,
+            would_compact=None,
+            plan_tokens_before=None,
+            plan_tokens_after=None,
+            trimmed_messages=None,
+            receipts=None,
+            dropped_messages=None,
+        )
+    preview = context_compact_preview(workspace)
+    # the same dry-run plan the preview made (cached by the workspace): did it compact anything?
+    report = workspace.plan(dry_run=True).manifest.compaction
+    dropped = 0 if report is None else report.dropped_messages
+    would = preview.trimmed_messages > 0 or bool(preview.receipts) or dropped > 0
+    return CompactionResult(
+        applied_entry_id=context.compaction_entry_id,
+        compactions=lines,
+        model=f"{model.provider}:{model.id}",
+        plan="would compact now" if would else "would not compact now: nothing to trim, receipt or drop",
+        would_compact=would,
+        plan_tokens_before=preview.tokens_before,
+        plan_tokens_after=preview.tokens_after,
+        trimmed_messages=preview.trimmed_messages,
+        receipts=len(preview.receipts),
+        dropped_messages=dropped,
+    )
+
+
+def context_retrieved(workspace: ContextWorkspace) -> RetrievedResult:
+    """The plan's retrieved-history items: source entries, tokens, score and reason (needs a model)."""
+    plan = workspace.plan()
+    prefix = f"{workspace.session.session_id}:"
+    items = tuple(
+        RetrievedLine(
+            item_id=item.message_id,
+            source_entry_ids=tuple(source.removeprefix(prefix) for source in item.source_ids),
+            tokens=item.tokens,
+            score=item.score,
+            reason=item.reason,
+        )
+        for item in plan.items
+        if item.kind == "retrieved-history"
+    )
+    return RetrievedResult(
+        store=workspace.store is not None,
+        retrieval_hits=workspace.retrieval_hits,
+        total_tokens=sum(item.tokens for item in items),
+        items=items,
+    )
+
+
+def _artifact_entries(session: PiSession) -> Iterator[PiEntry]:
+    for entry in session.entries:
+        message = entry.data.get("message") if entry.type == "message" else None
+        if isinstance(message, dict) and message.get("role") in _ARTIFACT_ROLES:
+            yield entry
+
+
+def context_artifacts(workspace: ContextWorkspace) -> ArtifactsResult:
+    """The large tool outputs the derived store keeps for this session: entry, sha256 id and size."""
+    store = workspace.store
+    if store is None:
+        raise CommandError("command-needs-store", "/context artifacts needs a derived store")
+    lookup: Callable[[str, str], tuple[str, ...]] | None = getattr(store, "artifacts_for_entry", None)
+    if lookup is None:
+        raise CommandError("command-needs-store", "this derived store does not list artifacts by entry")
+    workspace.ensure_indexed()
+    session = workspace.session
+    on_branch = frozenset(workspace.context.branch_entry_ids)
+    sizes: dict[str, int] = {}
+    lines: list[ArtifactLine] = []
+    for entry in _artifact_entries(session):
+        for artifact_id in lookup(session.session_id, entry.id):
+            if artifact_id not in sizes:
+                content = store.get_artifact(artifact_id)
+                sizes[artifact_id] = 0 if content is None else len(content)
+            lines.append(
+                ArtifactLine(
+                    entry_id=entry.id,
+                    artifact_id=artifact_id,
+                    size_bytes=sizes[artifact_id],
+                    on_branch=entry.id in on_branch,
+                )
+            )
+    storage = store.storage()
+    return ArtifactsResult(
+        threshold_chars=ARTIFACT_THRESHOLD_CHARS,
+        total_bytes=sum(sizes.values()),
+        artifacts=tuple(lines),
+        store_artifacts=storage.artifacts,
+        store_artifact_bytes=storage.artifact_bytes,
+    )
