@@ -251,6 +251,22 @@ def test_validation_is_linear_in_the_source():
     assert result.values_checked == 2_000 + 2
 
 
+def test_hostile_words_stay_linear():
+    # one huge bracketed word and one huge path: each is trimmed and split a bounded number of times
+    source = ["(" * 200_000 + "x" + ")" * 3, "a/" * 2_000 + "b.py", "c/" * 100_000 + "d.py", "k:" * 100_000]
+    bodies = dict(BODIES)
+    # a word over 4,096 characters is indexed whole only: its path suffixes are not
+    bodies["Files Read"] = "- `src/cli.py`\n- `a/a/b.py`\n- `c/d.py`"
+    bodies["Critical Exact Values"] = "`" + "(" * 50_000 + "`"
+    started = time.perf_counter()
+    result = validate_summary(summary(bodies), [*SOURCE, *source])
+    assert time.perf_counter() - started < 2.0
+    assert problems(result) == {
+        ("summary-file-not-in-source", "Files Read"): 1,
+        ("summary-exact-value-not-in-source", "Critical Exact Values"): 1,
+    }
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(), st.lists(st.text(), max_size=4))
 def test_validation_never_raises_on_text_and_is_deterministic(text, sources):

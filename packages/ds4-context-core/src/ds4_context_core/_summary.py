@@ -76,6 +76,8 @@ _QUOTES: Final = "`'\"\u2018\u2019\u201c\u201d"
 _RIGHT_PUNCTUATION: Final = ",;:.!?"
 _PAIRS: Final = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _CLOSERS: Final = {closing: opening for opening, closing in _PAIRS.items()}
+# Bounded, so a word of a thousand brackets costs a few scans of it, not a thousand.
+_TRIM_PASSES: Final = 4
 
 
 class SummaryInputError(Ds4ContextError, TypeError):
@@ -155,8 +157,11 @@ def _heading(line: str) -> tuple[str, str] | None:
 
 
 def _trim(word: str) -> str:
-    """``word`` without quotes, trailing punctuation or unbalanced brackets at its edges."""
-    while word:
+    """``word`` without quotes, trailing punctuation or unbalanced brackets at its edges.
+
+    At most ``_TRIM_PASSES`` passes, each linear in the word: ``("`x`"),`` becomes ``x``.
+    """
+    for _ in range(_TRIM_PASSES):
         before = word
         word = word.strip(_QUOTES).rstrip(_RIGHT_PUNCTUATION)
         if word and word[0] in _PAIRS and word.count(word[0]) > word.count(_PAIRS[word[0]]):
