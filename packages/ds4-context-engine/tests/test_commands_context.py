@@ -177,7 +177,7 @@ def test_slash_command_text_parses_arguments_and_renders_errors(coding):
     text = run_context_command_text(coding, "/context nope")
     assert text.startswith("/context error [command-unknown]")
     assert sorted(CONTEXT_COMMANDS) == list(CONTEXT_COMMANDS)
-    assert len(CONTEXT_COMMANDS) == 19
+    assert len(CONTEXT_COMMANDS) == 23
 
 
 def test_tokens_are_grouped_by_role_and_largest_first(coding):

@@ -24,6 +24,7 @@ from ._exceptions import (
     PrivacyEnforcementError,
     PrivacyPolicyError,
     StableJsonError,
+    SummaryInputError,
     TokenEstimateError,
 )
 from ._groups import build_canonical_tool_atomic_groups
@@ -118,6 +119,7 @@ __all__ = [
     "RuntimeHistorySnapshot",
     "RuntimeToolAtomicGroup",
     "StableJsonError",
+    "SummaryInputError",
     "SummaryReferenceBlock",
     "TextBlock",
     "ThinkingBlock",

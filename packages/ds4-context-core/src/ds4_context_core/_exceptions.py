@@ -19,6 +19,7 @@ Where a builtin fits, the class also subclasses it, so ``except ValueError`` kee
     ├── InteropFormatError(ValueError)      a provider-format message that cannot be converted (.path)
     ├── TokenEstimateError(ValueError)      bad calibration samples or a broken injected tokenizer
     ├── PlanRestoreError(LookupError)       ``restore(plan, id)`` for an id the plan's history lacks
+    ├── SummaryInputError(TypeError)        ``validate_summary`` given something other than text
     └── AdapterArgumentError(ValueError)    an adapter helper given an argument outside the contract
 
     HistoryDecodeError also has HistoryRecordError: a record that failed to decode (.line, .path)
@@ -45,6 +46,7 @@ __all__ = [
     "PrivacyEnforcementError",
     "PrivacyPolicyError",
     "StableJsonError",
+    "SummaryInputError",
     "TokenEstimateError",
 ]
 
@@ -155,6 +157,14 @@ class TokenEstimateError(Ds4ContextError, ValueError):
 
 class PlanRestoreError(Ds4ContextError, LookupError):
     """``restore(plan, message_id)`` was asked for an id that the plan's history does not contain."""
+
+
+class SummaryInputError(Ds4ContextError, TypeError):
+    """:func:`~ds4_context_core.summaries.validate_summary` was given something other than text.
+
+    Codes: ``summary-text-invalid`` (the summary is not a ``str``) and ``summary-source-invalid`` (the
+    sources are not a ``str`` or an iterable of ``str``).
+    """
 
 
 class AdapterArgumentError(Ds4ContextError, ValueError):

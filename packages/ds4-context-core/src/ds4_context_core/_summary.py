@@ -18,7 +18,7 @@ from typing import Final
 
 import msgspec
 
-from ._exceptions import Ds4ContextError
+from ._exceptions import SummaryInputError
 
 __all__ = [
     "SUMMARY_CONTRACT_VERSION",
@@ -78,14 +78,6 @@ _PAIRS: Final = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _CLOSERS: Final = {closing: opening for opening, closing in _PAIRS.items()}
 # Bounded, so a word of a thousand brackets costs a few scans of it, not a thousand.
 _TRIM_PASSES: Final = 4
-
-
-class SummaryInputError(Ds4ContextError, TypeError):
-    """:func:`validate_summary` was given something other than text.
-
-    Codes: ``summary-text-invalid`` (the summary is not a ``str``) and ``summary-source-invalid`` (the
-    sources are not a ``str`` or an iterable of ``str``).
-    """
 
 
 class SummaryProblem(msgspec.Struct, frozen=True, kw_only=True):
