@@ -216,20 +216,27 @@ def load_interpreted() -> ModuleType:
 BLOCK = 10
 
 
-def measure(contenders: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    """``rounds`` timed calls of each contender, in blocks of :data:`BLOCK` calls in a row.
+def measure(
+    contenders: dict[str, Callable[[], object]], rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """``rounds`` timed calls of each contender, in blocks of :data:`BLOCK` calls in a row: wall and CPU.
 
     A block is what a host does: one payload sanitized right after another, its code and data warm. The
-    contenders' blocks take turns, so a slow spell of a shared machine falls on all of them alike.
+    contenders' blocks take turns, so a slow spell of a shared machine falls on all of them alike. The
+    CPU time of the measuring thread is taken too: where it is well below the wall time, the process
+    waited for a CPU that other work held.
     """
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    wall: dict[str, list[float]] = {name: [] for name in contenders}
+    cpu: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(max(1, rounds // BLOCK)):
         for name, function in contenders.items():
             for _ in range(BLOCK):
+                start_cpu = time.thread_time()
                 start = time.perf_counter()
                 function()
-                samples[name].append(time.perf_counter() - start)
-    return samples
+                wall[name].append(time.perf_counter() - start)
+                cpu[name].append(time.thread_time() - start_cpu)
+    return wall, cpu
 
 
 def load_average() -> float:
@@ -274,9 +281,10 @@ def main() -> None:
     for function in contenders.values():  # warm up
         function()
     load_before = load_average()
-    samples = measure(contenders, 30 if quick else 200)
+    samples, cpu_samples = measure(contenders, 30 if quick else 200)
     load_after = load_average()
     ours = statistics.fmean(samples["ds4 enforce_payload_privacy"])
+    ours_cpu = statistics.fmean(cpu_samples["ds4 enforce_payload_privacy"])
     ours_p50 = statistics.median(samples["ds4 enforce_payload_privacy"])
     print(
         f"privacy: 1,000-message payload ({size / 1024:.0f} KiB JSON), remote destination, "
@@ -300,7 +308,10 @@ def main() -> None:
         f"1-minute load average: {load_before:.2f} before, {load_after:.2f} after the run, "
         f"on {os.cpu_count()} CPUs"
     )
-    print(f"target: mean <= 2 ms -> {'met' if ours * 1000 <= 2 else 'NOT met'} at this load")
+    print(
+        f"target: mean <= 2 ms -> {'met' if ours * 1000 <= 2 else 'NOT met'} at this load "
+        f"(wall mean {ours * 1000:.3f} ms; CPU mean {ours_cpu * 1000:.3f} ms)"
+    )
 
 
 if __name__ == "__main__":
