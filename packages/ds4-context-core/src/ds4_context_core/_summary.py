@@ -12,7 +12,7 @@ words and a set of adjacent word pairs) and every check is a set lookup.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from itertools import pairwise
 from typing import Final
 
@@ -165,22 +165,21 @@ def _trim(word: str) -> str:
     return word
 
 
-class _SourceIndex:
-    """Every word of the sources (with its path suffixes and ``=``/``:`` parts) and every adjacent pair."""
+class _TextWords:
+    """Every word of one text (with its path suffixes and ``=``/``:`` parts) and every adjacent pair."""
 
-    def __init__(self, texts: Iterable[str]) -> None:
+    def __init__(self, text: str) -> None:
         self.words: set[str] = set()
         self.pairs: set[tuple[str, str]] = set()
-        for text in texts:
-            previous: str | None = None
-            for raw in text.split():
-                word = _trim(raw)
-                if not word:
-                    continue
-                self._add_word(raw, word)
-                if previous is not None:
-                    self.pairs.add((previous, word))
-                previous = word
+        previous: str | None = None
+        for raw in text.split():
+            word = _trim(raw)
+            if not word:
+                continue
+            self._add_word(raw, word)
+            if previous is not None:
+                self.pairs.add((previous, word))
+            previous = word
 
     def _add_word(self, raw: str, word: str) -> None:
         words = self.words
@@ -202,15 +201,44 @@ class _SourceIndex:
                     if suffix:
                         words.add(suffix)
 
+
+class _SourceIndex:
+    """Whether a value stands in the sources as a whole word, or as a run of whole words.
+
+    Every word a text yields is a substring of it, so a question first finds the texts that hold the value
+    as a substring (a C-level search) and splits only those into words, each text once. A summary names a
+    few dozen values: most of a long history is never split at all.
+    """
+
+    def __init__(self, texts: list[str]) -> None:
+        self._texts = texts
+        self._words: dict[int, _TextWords] = {}
+
+    def _of(self, position: int) -> _TextWords:
+        words = self._words.get(position)
+        if words is None:
+            words = self._words[position] = _TextWords(self._texts[position])
+        return words
+
+    def _holding(self, *fragments: str) -> Iterator[int]:
+        for position, text in enumerate(self._texts):
+            if all(fragment in text for fragment in fragments):
+                yield position
+
+    def _has_word(self, word: str) -> bool:
+        return any(word in self._of(position).words for position in self._holding(word))
+
     def holds(self, value: str) -> bool:
-        """Whether ``value`` stands in a source as a whole word, or as a run of whole words."""
         parts = [word for word in (_trim(raw) for raw in value.split()) if word]
         if not parts:
             return True
         if len(parts) == 1:
             word = parts[0]
-            return word in self.words or word.removeprefix("./") in self.words
-        return all(pair in self.pairs for pair in pairwise(parts))
+            return self._has_word(word) or self._has_word(word.removeprefix("./"))
+        return all(
+            any(pair in self._of(position).pairs for position in self._holding(*pair))
+            for pair in pairwise(parts)
+        )
 
 
 def _backticked(text: str) -> list[str]:
@@ -334,6 +362,7 @@ def validate_summary(text: str, source_texts: str | Iterable[str]) -> SummaryVal
         add("summary-empty", None)  # headings alone (the bare template) say nothing
 
     source_index = _SourceIndex(sources)
+
     files = values = 0
     for section, lines in bodies.items():
         body = "\n".join(lines)
