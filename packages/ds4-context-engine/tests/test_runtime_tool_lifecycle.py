@@ -1,4 +1,6 @@
 import json
+import os
+import stat
 
 import anyio
 import pytest
@@ -239,3 +241,49 @@ def test_concurrent_identical_retries_write_once(tmp_path):
     _run(main)
     assert len({r.record_id for r in results}) == 1
     assert len(store.read_records()) == 1
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085", "\r", "\x1c"])
+def test_text_with_other_line_separators_survives_a_restart(tmp_path, separator):
+    path = tmp_path / "l.jsonl"
+    call = ToolInvocationEvent(tool_call_id="call_1", tool_name="read", arguments={"path": f"a{separator}b"})
+    _run(ToolLifecycleSink(JsonlToolLifecycleStore(path)).record, call)
+    records = JsonlToolLifecycleStore(path).read_records()
+    assert [record.event["arguments"] for record in records] == [{"path": f"a{separator}b"}]
+    result = ToolResultEvent(tool_call_id="call_1", tool_name="read", content="ok", state="success")
+    assert _run(ToolLifecycleSink(JsonlToolLifecycleStore(path)).record, result).persistence == "persisted"
+
+
+def test_a_symlinked_or_special_store_path_is_refused_and_nothing_is_written_through_it(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep\n")
+    victim.chmod(0o644)
+    link = tmp_path / "l.jsonl"
+    link.symlink_to(victim)
+    store = JsonlToolLifecycleStore(link)
+    with pytest.raises(ToolLifecycleError) as caught:
+        store.read_records()
+    assert caught.value.code == "tool-lifecycle-store-unsafe"
+    stored = ToolLifecycleSink(JsonlToolLifecycleStore(tmp_path / "elsewhere.jsonl"))
+    assert _run(stored.record, CALL).persistence == "persisted"
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(ToolLifecycleError) as special:
+        JsonlToolLifecycleStore(fifo).read_records()
+    assert special.value.code == "tool-lifecycle-store-unsafe"
+
+    class FreshIndex(ToolLifecycleSink):
+        async def _load(self):  # an empty index, so the append itself meets the symlink
+            return {}
+
+    assert _run(FreshIndex(JsonlToolLifecycleStore(link)).record, CALL).persistence == "failed"
+    assert victim.read_text() == "keep\n"
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o644
+
+
+def test_an_existing_store_file_is_made_private_on_append(tmp_path):
+    path = tmp_path / "l.jsonl"
+    path.touch(mode=0o644)
+    path.chmod(0o644)
+    _run(ToolLifecycleSink(JsonlToolLifecycleStore(path)).record, CALL)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -7,9 +7,12 @@ with different content raises, because history is append-only and must never be 
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import math
 import os
+import stat
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
@@ -60,6 +63,7 @@ TOOL_LIFECYCLE_ERROR_CODES: Final = (
     "tool-lifecycle-invalid-event",
     "tool-lifecycle-result-before-invocation",
     "tool-lifecycle-store-corrupt",
+    "tool-lifecycle-store-unsafe",
 )
 
 ToolLifecycleState: TypeAlias = Literal[
@@ -317,19 +321,51 @@ def _decode_records(values: Iterable[Any]) -> list[StoredToolLifecycleRecord]:
     return records
 
 
+def _open_store_file(path: Path, flags: int) -> int:
+    """A descriptor of ``path``, never through a symlink and only for a regular file.
+
+    ``O_NONBLOCK`` keeps a FIFO planted at the path from blocking the open; it changes nothing for a
+    regular file.
+    """
+    extra = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        descriptor = os.open(path, flags | extra, 0o600)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ToolLifecycleError(
+                "tool-lifecycle-store-unsafe", "the lifecycle store path is a symlink"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise ToolLifecycleError(
+            "tool-lifecycle-store-unsafe", "the lifecycle store path is not a regular file"
+        )
+    return descriptor
+
+
 class JsonlToolLifecycleStore:
-    """One JSON object per line in a file of its own (appended with ``O_APPEND`` and fsync)."""
+    """One JSON object per line in a file of its own (0600, appended under ``flock`` with fsync).
+
+    The path must name a regular file (or nothing yet): a symlink or anything else is refused with
+    ``tool-lifecycle-store-unsafe``. Lines are split on a newline alone, so text holding other line
+    separators (U+2028, U+0085) stays inside its record.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
 
     def read_records(self) -> list[StoredToolLifecycleRecord]:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            descriptor = _open_store_file(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return []
+        with os.fdopen(descriptor, "rb") as handle:
+            data = handle.read()
         values: list[Any] = []
-        for line in text.splitlines():
+        for line in data.split(b"\n"):
+            if not line.strip():
+                continue
             try:
                 values.append(json.loads(line))
             except ValueError:
@@ -343,13 +379,16 @@ class JsonlToolLifecycleStore:
     def append_record(self, record: StoredToolLifecycleRecord) -> str:
         record_id = f"{record.tool_call_id}:{record.phase}"
         line = msgspec.json.encode(record) + b"\n"
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        descriptor = os.open(self.path, flags, 0o600)
+        descriptor = _open_store_file(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)  # one appender at a time: the newline check below
+            os.fchmod(descriptor, 0o600)
             size = os.fstat(descriptor).st_size
             if size and os.pread(descriptor, 1, size - 1) != b"\n":
                 line = b"\n" + line
-            os.write(descriptor, line)
+            written = 0
+            while written < len(line):
+                written += os.write(descriptor, line[written:])
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
