@@ -95,8 +95,33 @@ def is_private_host(host: str) -> bool:
     return any(address in network for network in _PRIVATE_NETWORKS)
 
 
+def _safe_origin(url: str) -> str | None:
+    """``scheme://host[:port]`` of ``url`` for an error message, or ``None`` when that is not certain.
+
+    Userinfo, path, query and fragment are never part of it: they may hold passwords, tokens or API keys.
+    When the URL does not parse cleanly as http(s) with a host, or holds an ``@`` outside its authority
+    (``http://TOKEN#x@host`` would otherwise report ``TOKEN`` as the host), nothing is echoed.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not host:
+        return None
+    if "@" in url and "@" not in parts.netloc:
+        return None
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+
+
 def _url_error(code: str, reason: str, url: str) -> LocalProviderError:
-    return LocalProviderError(code, f"base URL {escape_echo(url)}: {reason}")
+    # Never the whole URL: its userinfo, path, query or fragment may carry a secret.
+    origin = _safe_origin(url)
+    where = f"base URL {escape_echo(origin)}" if origin is not None else "base URL"
+    return LocalProviderError(code, f"{where}: {reason}")
 
 
 def validate_provider_base_url(url: object, *, trusted: bool = False) -> str:
@@ -114,7 +139,11 @@ def validate_provider_base_url(url: object, *, trusted: bool = False) -> str:
         host = parts.hostname
         parts.port  # noqa: B018  # raises ValueError on a malformed port
     except ValueError:
-        raise _url_error("local-provider-invalid-base-url", "not a valid URL", url) from None
+        parsed = False  # raised below, outside the handler: the ValueError quotes the URL (its context)
+    else:
+        parsed = True
+    if not parsed:
+        raise _url_error("local-provider-invalid-base-url", "not a valid URL", url)
     if parts.scheme not in ("http", "https") or not host:
         raise _url_error("local-provider-invalid-base-url", "must be an http or https URL with a host", url)
     if parts.username or parts.password:

@@ -48,6 +48,7 @@ __all__ = [
 DEFAULT_REQUEST_TIMEOUT_S: Final = 120.0
 PROVIDER_RESPONSE_MAX_BYTES: Final = 32 * 1024 * 1024
 _ERROR_TYPE_PATTERN: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_HEADER_FORBIDDEN: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 UsageCallback = Callable[[UsageObservation], None]
 
@@ -261,7 +262,10 @@ class HttpTransport:
                 ),
                 started,
             )
-        outcome = await self._post(sanitized.payload)
+        prepared = self._prepare(sanitized.payload)
+        if isinstance(prepared, TransportFailure):
+            return self._fallback(request, "invalid-request", prepared, started)
+        outcome = await self._post(*prepared)
         if isinstance(outcome, TransportFailure):
             return self._fallback(request, "transport-failed", outcome, started)
         try:
@@ -296,7 +300,10 @@ class HttpTransport:
         async def send(request: AdapterCompletionRequest) -> CompletionOutput:
             payload = {**request.payload, "model": request.model}
             sanitized = enforce_payload_privacy(payload, provider=self.provider, policy=self._privacy_policy)
-            outcome = await self._post(sanitized.payload)
+            prepared = self._prepare(sanitized.payload)
+            if isinstance(prepared, TransportFailure):
+                raise ProviderTransportError(prepared)  # raised outside any except: nothing chained
+            outcome = await self._post(*prepared)
             if isinstance(outcome, TransportFailure):
                 raise ProviderTransportError(outcome)
             try:
@@ -313,14 +320,34 @@ class HttpTransport:
 
         return send
 
-    async def _post(self, payload: dict[str, Any]) -> Any:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            **self._extra_headers,
-            **self.auth_headers(self._resolve_api_key()),
-        }
-        body = msgspec.json.encode(payload)
+    def _prepare(self, payload: dict[str, Any]) -> tuple[httpx.Headers, bytes] | TransportFailure:
+        """The encoded headers and body, or an ``invalid-request`` failure naming only the exception type.
+
+        Headers are encoded here (not later inside httpx) so that a key httpx cannot send, such as one
+        with a non-ASCII character or a line break, fails before any connection is made. The exception
+        is not kept: it may hold the key or the payload (``UnicodeEncodeError.object``).
+        """
+        try:
+            headers = httpx.Headers(
+                {
+                    "Content-Type": "application/json",
+                    "Accept": "application/json",
+                    **self._extra_headers,
+                    **self.auth_headers(self._resolve_api_key()),
+                }
+            )
+            if any(_HEADER_FORBIDDEN.search(part) for pair in headers.raw for part in pair):
+                raise ValueError("control character in a header")
+            body = msgspec.json.encode(payload)
+        except Exception as error:
+            error_name = type(error).__name__
+        else:
+            return headers, body
+        return TransportFailure(
+            kind="invalid-request", reason=f"the request could not be encoded ({error_name})"
+        )
+
+    async def _post(self, headers: httpx.Headers, body: bytes) -> Any:
         client = self._client or httpx.AsyncClient()
         try:
             response = await client.post(
