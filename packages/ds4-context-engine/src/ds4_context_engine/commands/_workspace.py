@@ -36,9 +36,8 @@ from ds4_context_engine.pi import (
     PiRevisionCache,
     PiSession,
     build_pi_context,
-    extend_pi_session,
-    read_pi_session,
 )
+from ds4_context_engine.pi._adapter import PiSessionRead, reload_pi_session
 from ds4_context_engine.store import (
     DerivedStore,
     MemoryItem,
@@ -98,7 +97,9 @@ class ContextWorkspace:
         )
         self.model = model
         self.leaf_id = leaf_id
-        self._session = read_pi_session(self.session_path)
+        # the file it was read from is remembered, so a refresh trusts the prefix only of that same file
+        self._read: PiSessionRead = reload_pi_session(self.session_path)
+        self._session = self._read.session
         # the user pointed at this file, so by default its own project is the trusted root
         self.trusted_roots: tuple[str | os.PathLike[str], ...] = (
             tuple(trusted_roots) if trusted_roots is not None else (self._session.header.cwd,)
@@ -168,19 +169,15 @@ class ContextWorkspace:
         return self._session
 
     def refresh(self) -> PiSession:
-        """Pick up appended lines (only the new bytes are read) and index them in the store."""
-        size = self.session_path.stat().st_size
-        if size < self._session.end_offset:
-            self._session = read_pi_session(self.session_path)
-        elif size > self._session.end_offset:
-            with self.session_path.open("rb") as handle:
-                handle.seek(self._session.end_offset)
-                tail = handle.read()
-            grown = extend_pi_session(self._session, tail)
-            if grown is not self._session:
-                self._session = grown
-                self._context = None
-                self._revision = None
+        """Pick up appended lines (only the new bytes are read) and index them in the store.
+
+        While the path names the file read before (same regular file, same header line) only appended
+        bytes are read; otherwise the file is read whole as at opening (a symlink is refused).
+        """
+        self._read = reload_pi_session(self.session_path, self._read)
+        if self._read.session is not self._session:
+            self._session = self._read.session
+            self._revision = None
         self._context = None
         self.ensure_indexed(force=True)
         return self._session

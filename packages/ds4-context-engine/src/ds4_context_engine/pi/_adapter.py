@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from ds4_context_core import (
     AdapterClosedError,
@@ -41,7 +42,14 @@ from ds4_context_engine._exceptions import PiSessionError, UntrustedPathError
 from ds4_context_engine._version import __version__
 
 from ._context import build_pi_context
-from ._reader import PiEntry, PiSession, extend_pi_session, read_pi_session
+from ._reader import (
+    DEFAULT_MAX_PI_SESSION_BYTES,
+    PiEntry,
+    PiSession,
+    extend_pi_session,
+    read_pi_session,
+    read_pi_session_bytes,
+)
 
 __all__ = [
     "PI_ADAPTER_NAME",
@@ -68,6 +76,59 @@ _EMBEDDING_UNSUPPORTED_REASON: Final = "no embedding port was given to the adapt
 _FATAL_ISSUES: Final = frozenset(
     {"pi-line-corrupt", "pi-entry-invalid", "pi-entry-id-duplicate", "pi-parent-cycle", "pi-parent-dangling"}
 )
+
+
+_OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class PiSessionRead(NamedTuple):
+    """A parsed session and the file it came from: device, inode and the exact bytes of its header line."""
+
+    session: PiSession
+    device: int
+    inode: int
+    header_line: bytes
+
+
+def _fresh_read(path: Path) -> PiSessionRead:
+    """The whole file read as a fresh open reads it, raising that open's code (not found, a symlink ...).
+
+    The identity is one no file has, so the read after this one is whole again.
+    """
+    return PiSessionRead(read_pi_session(path), -1, -1, b"")
+
+
+def reload_pi_session(path: Path, previous: PiSessionRead | None = None) -> PiSessionRead:
+    """Read ``path`` again, parsing only the appended bytes while it is still the file of ``previous``.
+
+    The file is opened once without following a symlink and everything is decided and read through that
+    descriptor. The prefix read before is trusted only when the descriptor names the same regular file
+    (device and inode), no shorter, with its header line bytes unchanged. Otherwise the whole file is read
+    and checked exactly as a fresh :func:`read_pi_session` does: a symlink is refused
+    (``pi-session-unreadable``), another file is parsed from its first byte.
+    """
+    try:
+        descriptor = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        descriptor = -1
+    if descriptor < 0:  # outside the except block, so the fresh open's error is raised unchained
+        return _fresh_read(path)
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > DEFAULT_MAX_PI_SESSION_BYTES:
+            return _fresh_read(path)
+        if previous is not None and (info.st_dev, info.st_ino) == (previous.device, previous.inode):
+            end = previous.session.end_offset
+            if info.st_size >= end and handle.read(len(previous.header_line)) == previous.header_line:
+                if info.st_size == end:
+                    return previous
+                handle.seek(end)
+                return previous._replace(session=extend_pi_session(previous.session, handle.read()))
+            handle.seek(0)
+        data = handle.read(DEFAULT_MAX_PI_SESSION_BYTES + 1)
+    session = read_pi_session_bytes(data, path=str(path))
+    # a parsed session has a complete header line
+    return PiSessionRead(session, info.st_dev, info.st_ino, data[: data.index(b"\n") + 1])
 
 
 def pi_session_revision(session: PiSession, leaf_id: str | None) -> str:
@@ -135,7 +196,7 @@ class PiSessionAdapter:
         self._runtime_id = runtime_id
         self._diagnostics = DiagnosticsBuffer()
         self._closed = False
-        self._session: PiSession | None = None
+        self._read: PiSessionRead | None = None
         self._snapshot: RuntimeHistorySnapshot | None = None
         self._revisions = PiRevisionCache()
 
@@ -161,22 +222,9 @@ class PiSessionAdapter:
         )
 
     def _load(self) -> PiSession:
-        """Read the session, re-reading only appended bytes when the file merely grew."""
-        previous = self._session
-        if previous is not None:
-            size = self._path.stat().st_size
-            if size == previous.end_offset:
-                return previous
-            if size > previous.end_offset:
-                with self._path.open("rb") as handle:
-                    handle.seek(previous.end_offset)
-                    # bytes before the offset are trusted unchanged only if the header still matches
-                    grown = extend_pi_session(previous, handle.read())
-                if grown.header == previous.header:
-                    self._session = grown
-                    return grown
-        self._session = read_pi_session(self._path)
-        return self._session
+        """Read the session, re-reading only appended bytes while the path names the same file."""
+        self._read = reload_pi_session(self._path, self._read)
+        return self._read.session
 
     def snapshot_history(self) -> RuntimeHistorySnapshot:
         """The active branch as a validated snapshot; a damaged or untrusted session raises."""
@@ -229,7 +277,7 @@ class PiSessionAdapter:
         """Forget the cached parse; the next snapshot reads the file from its first byte."""
         if self._closed:
             raise AdapterClosedError("adapter-closed", "the adapter was shut down")
-        self._session = None
+        self._read = None
         self._diagnostics.record("derived-state-rebuilt", "cached session state discarded", severity="info")
 
     def current_model(self) -> ModelDescriptor | None:
