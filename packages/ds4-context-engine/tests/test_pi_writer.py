@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import stat
@@ -19,9 +20,21 @@ from ds4_context_engine.pi import (
     extend_pi_session,
     read_pi_session,
 )
+from ds4_context_engine.store import open_derived_store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi"
 USER = {"message": {"role": "user", "content": "hello", "timestamp": 1}}
+
+
+def test_every_directory_level_created_for_a_session_or_a_store_is_private(tmp_path):
+    old_umask = os.umask(0o022)
+    try:
+        create_pi_session(tmp_path / "a" / "b" / "c" / "s.jsonl", cwd="/work/project")
+        open_derived_store(tmp_path / "x" / "y" / "derived.sqlite3").close()
+    finally:
+        os.umask(old_umask)
+    for level in ("a", "a/b", "a/b/c", "x", "x/y"):
+        assert stat.S_IMODE((tmp_path / level).stat().st_mode) == 0o700, level
 
 
 def test_create_writes_a_private_v3_header_and_refuses_to_overwrite(tmp_path):

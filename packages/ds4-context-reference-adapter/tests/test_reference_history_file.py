@@ -38,6 +38,16 @@ def _result(entry: str, call_id: str):
     )
 
 
+def test_every_directory_level_created_for_a_history_is_private(tmp_path, project):
+    old_umask = os.umask(0o022)
+    try:
+        create_reference_history(tmp_path / "a" / "b" / "h.jsonl", session_id="s1", project_root=project)
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "a" / "b").stat().st_mode) == 0o700
+
+
 def test_create_writes_only_the_header_with_private_modes(tmp_path, project):
     path = tmp_path / "new-dir" / "session.jsonl"
     header = create_reference_history(path, session_id="s1", project_root=project)

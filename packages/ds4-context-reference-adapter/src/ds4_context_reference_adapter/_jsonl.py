@@ -545,6 +545,25 @@ def _check_identity(
         )
 
 
+def _make_private_directories(directory: Path) -> None:
+    """Create ``directory`` and each missing parent with :data:`_DIRECTORY_MODE`.
+
+    ``Path.mkdir(parents=True)`` gives the mode to the last level only; the parents it makes follow the
+    umask. A level another process makes at the same moment is left as that process made it.
+    """
+    missing: list[Path] = []
+    current = directory
+    while not current.exists() and not current.is_symlink() and current.parent != current:
+        missing.append(current)
+        current = current.parent
+    for level in reversed(missing):
+        try:
+            level.mkdir(mode=_DIRECTORY_MODE)
+        except FileExistsError:
+            continue
+        level.chmod(_DIRECTORY_MODE)  # mkdir's mode passes through the umask too
+
+
 def create_reference_history(
     path: str | os.PathLike[str],
     *,
@@ -565,9 +584,7 @@ def create_reference_history(
     target = Path(path)
     directory = target.parent
     try:
-        if not directory.exists():
-            directory.mkdir(mode=_DIRECTORY_MODE, parents=True)
-            directory.chmod(_DIRECTORY_MODE)
+        _make_private_directories(directory)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
     except FileExistsError:
         raise ReferenceHistoryExistsError("a file already exists at the history path") from None

@@ -21,6 +21,7 @@ from typing import Any, Final
 import msgspec
 
 from ds4_context_engine._exceptions import PiSessionWriteError
+from ds4_context_engine._files import make_private_directories
 
 from ._reader import PI_SESSION_VERSION, PiEntry, PiSession, PiSessionHeader, read_pi_session_bytes
 
@@ -54,12 +55,6 @@ def iso_timestamp(moment: datetime | None = None) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
-def _ensure_private_directory(directory: Path) -> None:
-    if not directory.exists():
-        directory.mkdir(mode=0o700, parents=True)
-        directory.chmod(0o700)
-
-
 def create_pi_session(
     path: str | os.PathLike[str],
     *,
@@ -70,7 +65,7 @@ def create_pi_session(
 ) -> PiSessionHeader:
     """Create a new v3 session file (mode 0600; a missing directory is created 0700). Never overwrites."""
     file_path = Path(path)
-    _ensure_private_directory(file_path.parent)
+    make_private_directories(file_path.parent)
     header: dict[str, Any] = {
         "type": "session",
         "version": PI_SESSION_VERSION,

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ds4_context_engine._exceptions import UntrustedPathError
+from ds4_context_engine._files import make_private_directories
 
 __all__ = ["ensure_private_directory", "resolve_inside"]
 
@@ -33,7 +34,6 @@ def ensure_private_directory(directory: Path) -> None:
     if directory.is_symlink():
         raise UntrustedPathError("path-symlink-refused", f"{directory}: a symlinked directory is refused")
     if not directory.exists():
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        directory.chmod(0o700)
+        make_private_directories(directory)
     elif not directory.is_dir():
         raise UntrustedPathError("path-not-directory", f"{directory}: not a directory")
