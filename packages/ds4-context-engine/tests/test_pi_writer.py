@@ -37,6 +37,26 @@ def test_every_directory_level_created_for_a_session_or_a_store_is_private(tmp_p
         assert stat.S_IMODE((tmp_path / level).stat().st_mode) == 0o700, level
 
 
+@pytest.mark.parametrize("failure", ["short", "disk-full"])
+def test_a_header_not_written_whole_leaves_no_session_file(tmp_path, monkeypatch, failure):
+    real_write = os.write
+
+    def failing_write(descriptor, data):
+        if failure == "short":
+            return real_write(descriptor, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", failing_write)
+    path = tmp_path / "s.jsonl"
+    with pytest.raises(PiSessionWriteError) as caught:
+        create_pi_session(path, cwd="/work/project")
+    monkeypatch.undo()
+    assert caught.value.code == "pi-session-create-failed"
+    assert not path.exists()
+    create_pi_session(path, cwd="/work/project")  # the path is free for a retry
+    assert read_pi_session(path).header.cwd == "/work/project"
+
+
 def test_create_writes_a_private_v3_header_and_refuses_to_overwrite(tmp_path):
     path = tmp_path / "sessions" / "s.jsonl"
     header = create_pi_session(path, cwd="/work/project", session_id="sess-1")

@@ -82,10 +82,21 @@ def create_pi_session(
         raise PiSessionWriteError(
             "pi-session-exists", f"{file_path}: refusing to overwrite a file"
         ) from error
+    line = _encoder.encode(header) + b"\n"
     try:
-        os.write(descriptor, _encoder.encode(header) + b"\n")
+        written = os.write(descriptor, line)
+        if written == len(line):
+            os.fsync(descriptor)
+    except OSError:
+        written = -1
     finally:
         os.close(descriptor)
+    if written != len(line):
+        # the file is ours alone (created exclusively a moment ago) and holds no whole header: remove it
+        file_path.unlink(missing_ok=True)
+        raise PiSessionWriteError(
+            "pi-session-create-failed", f"{file_path}: the header was not written whole"
+        )
     return PiSessionHeader(
         version=PI_SESSION_VERSION,
         id=header["id"],
