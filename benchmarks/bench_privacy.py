@@ -5,7 +5,7 @@
 Contenders, measured in one process on the same payload, in turns of ten calls in a row each:
 
 * ``enforce_payload_privacy`` (ours): markers, secret redaction, content-key traversal, a new payload;
-  the first line says whether its hot path (``ds4_context_core._privacy_walk``) is the mypyc-compiled
+  the first line says whether its hot path (``ds4_context_core._privacy._walk``) is the mypyc-compiled
   extension module (the optional compiled wheel) or interpreted Python (the pure wheel, a source tree);
 * when it is compiled: the same function with the same module's ``.py`` source run interpreted, loaded
   from beside the extension module, so pure and compiled are measured in one run;
@@ -42,7 +42,8 @@ from types import ModuleType
 from typing import Any
 
 import ds4_context_core
-from ds4_context_core import _privacy_walk
+from ds4_context_core._history import _stable_json as stable_json_module
+from ds4_context_core._privacy import _walk as _privacy_walk
 from ds4_context_core.privacy import enforce_payload_privacy
 
 WORDS = [
@@ -177,7 +178,13 @@ def load_baseline(revision: str) -> ModuleType | str:
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     module.__package__ = "ds4_context_core"  # its relative imports resolve against today's package
-    exec(compile(source, f"{revision}:{PRIVACY_SOURCE}", "exec"), module.__dict__)
+    # It predates the private rooms: its sibling ``._stable_json`` now lives in ``_history``.
+    moved = "ds4_context_core._stable_json"
+    sys.modules[moved] = stable_json_module
+    try:
+        exec(compile(source, f"{revision}:{PRIVACY_SOURCE}", "exec"), module.__dict__)
+    finally:
+        del sys.modules[moved]
     return module
 
 
@@ -198,17 +205,17 @@ def load_source(name: str, path: Path) -> ModuleType:
 
 
 def load_interpreted() -> ModuleType:
-    """``ds4_context_core._privacy`` run on the interpreted ``_privacy_walk.py`` found beside the package.
+    """``ds4_context_core._privacy._policy`` run on the interpreted ``_walk.py`` found beside it.
 
-    Both modules are loaded from their ``.py`` files into fresh module objects; ``_privacy``'s relative
-    import of ``_privacy_walk`` is pointed at the interpreted one for the time of loading only.
+    Both modules are loaded from their ``.py`` files into fresh module objects; the policy's relative
+    import of ``_walk`` is pointed at the interpreted one for the time of loading only.
     """
-    package = Path(str(ds4_context_core.__file__)).parent
-    name = "ds4_context_core._privacy_walk"
+    room = Path(str(ds4_context_core.__file__)).parent / "_privacy"
+    name = "ds4_context_core._privacy._walk"
     saved = sys.modules[name]
-    sys.modules[name] = load_source(name, package / "_privacy_walk.py")
+    sys.modules[name] = load_source(name, room / "_walk.py")
     try:
-        return load_source("ds4_context_core._privacy", package / "_privacy.py")
+        return load_source("ds4_context_core._privacy._policy", room / "_policy.py")
     finally:
         sys.modules[name] = saved
 
@@ -260,7 +267,7 @@ def main() -> None:
     fields = ("payload", "changed", "blocked_blocks", "secret_redactions")
     if not implementation().startswith("interpreted"):
         interpreted = load_interpreted()
-        assert Path(str(interpreted.sanitize_payload.__code__.co_filename)).name == "_privacy_walk.py"
+        assert Path(str(interpreted.sanitize_payload.__code__.co_filename)).name == "_walk.py"
         pure = interpreted.enforce_payload_privacy(payload, provider="openai")
         assert [getattr(pure, name) for name in fields] == [getattr(result, name) for name in fields], (
             "the compiled and the interpreted hot path disagree on the benchmark payload"

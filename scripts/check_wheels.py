@@ -44,7 +44,7 @@ from _release import DISTRIBUTIONS, Distribution, ReleaseError, report
 __all__ = ["COMPILED_MODULES", "check_directory", "check_sdist", "check_wheel", "main"]
 
 # Core modules that the optional compiled wheel ships as mypyc extension modules (hatch_build.py).
-COMPILED_MODULES = ("_privacy_walk",)
+COMPILED_MODULES = ("_privacy/_walk",)
 PURE_TAGS = "py3-none-any"
 _CPYTHON_TAGS = re.compile(r"(?P<python>cp3\d+)-(?P<abi>cp3\d+)-(?P<platforms>(?!any$)[a-z0-9_.]+)")
 _PEP600 = re.compile(r"manylinux_2_(?P<minor>\d+)_(?P<arch>[a-z0-9_]+)")

@@ -14,8 +14,8 @@ When the index also lists compiled core wheels (``cp311-cp311-manylinux_2_17_x86
 for this platform and Python must be the compiled wheel the index lists for it (judged by this
 interpreter's CPython version, architecture and glibc), a second isolated download for another platform
 (``--platform any``) must be the pure one, both are checked against the index's sha256, and the clean venv
-must import the privacy hot path from the compiled extension module, not from ``_privacy_walk.py``. With
-only pure wheels on the index, the venv must import ``_privacy_walk.py``.
+must import the privacy hot path from the compiled extension module, not from ``_privacy/_walk.py``. With
+only pure wheels on the index, the venv must import ``_privacy/_walk.py``.
 
 Codes: REG001 not an exact version, REG002 index page unreachable, REG003 the version's wheel or its
 sha256 is not listed, REG004 download failed, REG005 sha256 mismatch, REG006 name or version mismatch,
@@ -56,7 +56,7 @@ DEFAULT_INDEX = "https://pypi.org/simple/"
 CONFORMANCE_TARGET = "ds4_context_reference_adapter:conformance_factory"
 _TAIL = 1500
 PURE_TAGS = "py3-none-any"
-HOT_PATH = "ds4_context_core._privacy_walk"
+HOT_PATH = "ds4_context_core._privacy._walk"
 _WHEEL_TAGS = re.compile(
     r"[^-]+-[^-]+(?:-\d[^-]*)?-(?P<python>[^-]+)-(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl"
 )
@@ -372,7 +372,7 @@ def _install_clean(wheels: list[WheelFile], version: str, work: Path, *, compile
     hot_path = Path(installed[HOT_PATH])
     is_extension = hot_path.suffix in {".so", ".pyd"}
     if is_extension != compiled or not hot_path.resolve().is_relative_to(venv.resolve()):
-        wanted = "the compiled extension module" if compiled else "_privacy_walk.py (pure wheel)"
+        wanted = "the compiled extension module" if compiled else "_privacy/_walk.py (pure wheel)"
         raise ReleaseError("REG013", f"the clean venv imports {HOT_PATH} from {hot_path}, expected {wanted}")
     return venv
 
@@ -416,7 +416,7 @@ def registry_check(version: str, index_url: str, work: Path) -> None:
         _say(f"ok: for other platforms pip gets the pure {listing.pure[DISTRIBUTIONS[0].name].filename}")
     venv = _install_clean(wheels, version, work, compiled=compiled)
     _say(f"ok: installed {version} of all three into a clean venv from the downloaded files only")
-    kind = "compiled extension module" if compiled else "pure _privacy_walk.py"
+    kind = "compiled extension module" if compiled else "pure _privacy/_walk.py"
     _say(f"ok: the clean venv imports the privacy hot path from the {kind}")
     _conformance(venv, work)
     _say(f"ok: conformance passes from the installed {version} wheels")

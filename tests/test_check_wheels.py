@@ -200,24 +200,24 @@ def test_compiled_mode_needs_the_pure_fallback_a_compiled_core_and_pure_adapters
 
 
 def test_a_compiled_core_wheel_must_keep_the_python_source(dist_copy: Path, manylinux_wheel: Path) -> None:
-    _repacked(dist_copy, manylinux_wheel, add={}, drop=("ds4_context_core/_privacy_walk.py",))
+    _repacked(dist_copy, manylinux_wheel, add={}, drop=("ds4_context_core/_privacy/_walk.py",))
     code, output = _check_compiled(dist_copy)
     assert code == 1
-    assert "_privacy_walk.py is missing beside its compiled one" in output
+    assert "_privacy/_walk.py is missing beside its compiled one" in output
     assert "error WHL013:" in output
-    assert "beyond extensions: ds4_context_core/_privacy_walk.py" in output
+    assert "beyond extensions: ds4_context_core/_privacy/_walk.py" in output
 
 
 def test_a_compiled_wheel_without_the_extension_module_fails(dist_copy: Path, manylinux_wheel: Path) -> None:
     with zipfile.ZipFile(manylinux_wheel) as archive:
         extension = next(
-            n for n in archive.namelist() if n.startswith("ds4_context_core/_privacy_walk.cpython")
+            n for n in archive.namelist() if n.startswith("ds4_context_core/_privacy/_walk.cpython")
         )
     _repacked(dist_copy, manylinux_wheel, add={}, drop=(extension,))
     code, output = _check_compiled(dist_copy)
     assert code == 1
     assert "error WHL009:" in output
-    assert "no compiled extension module for ds4_context_core/_privacy_walk" in output
+    assert "no compiled extension module for ds4_context_core/_privacy/_walk" in output
 
 
 def test_an_extension_for_another_python_or_place_fails(dist_copy: Path, manylinux_wheel: Path) -> None:

@@ -121,7 +121,7 @@ def test_a_published_release_passes_the_registry_check(built_dist: Path, serve: 
     assert "compiled core wheel" not in output
     assert "ok: downloaded wheels match the index's sha256" in output
     assert "ok: installed" in output, output
-    assert "ok: the clean venv imports the privacy hot path from the pure _privacy_walk.py" in output
+    assert "ok: the clean venv imports the privacy hot path from the pure _privacy/_walk.py" in output
     assert "ok: conformance passes" in output
     assert result.returncode == 0, output
     assert "registry check passed" in output
@@ -177,7 +177,7 @@ def test_a_compiled_wheel_that_imports_the_pure_module_fails(
     assert result.returncode == 1
     assert f"ok: pip chose the compiled {hollow.name}" in result.stdout
     assert "error REG013:" in result.stderr
-    assert "_privacy_walk.py, expected the compiled extension module" in result.stderr
+    assert "_privacy/_walk.py, expected the compiled extension module" in result.stderr
 
 
 def test_which_compiled_wheels_fit_this_interpreter() -> None:

@@ -150,13 +150,13 @@ def test_one_refused_wheel_means_none_is_written(compiled_wheel: Path, tmp_path:
     tampered = rewrite_wheel(
         compiled_wheel,
         tmp_path / compiled_wheel.name,
-        replace={"ds4_context_core/_privacy_walk.py": b"CHANGED = True\n"},
+        replace={"ds4_context_core/_privacy/_walk.py": b"CHANGED = True\n"},
     )
     out = tmp_path / "out"
     result = run_script("retag_manylinux.py", compiled_wheel, tampered, "--out-dir", out)
     assert result.returncode == 1
     assert f"error MNL006: {tampered.name}: RECORD does not match the wheel" in result.stderr
-    assert "ds4_context_core/_privacy_walk.py does not match its RECORD entry" in result.stderr
+    assert "ds4_context_core/_privacy/_walk.py does not match its RECORD entry" in result.stderr
     assert not out.exists() or not any(out.iterdir())
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import ds4_context_core as core
 from ds4_context_core._planner._index import sync_index
-from ds4_context_core._tokens import flat_arguments
+from ds4_context_core._tokens._estimators import flat_arguments
 from ds4_context_core.planner import ContextPlanner, fast_chars_v1, plan_context
 
 SMALL = core.ModelDescriptor(provider="t", id="small", context_window=32_000, max_tokens=4_096)

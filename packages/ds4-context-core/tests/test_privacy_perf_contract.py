@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ds4_context_core import PrivacyEnforcementError, _privacy_walk
+from ds4_context_core import PrivacyEnforcementError
+from ds4_context_core._privacy import _walk as _privacy_walk
 from ds4_context_core.privacy import (
     PRIVACY_MAX_DEPTH,
     PrivacyPolicy,

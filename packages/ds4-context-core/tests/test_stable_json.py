@@ -17,7 +17,7 @@ from datetime import datetime
 import pytest
 
 from ds4_context_core import StableJsonError, TextBlock, ToolResultBlock, sha256_hex, stable_hash, stable_json
-from ds4_context_core._stable_json import stable_json_bytes
+from ds4_context_core._history._stable_json import stable_json_bytes
 from ds4_context_core.history import STABLE_JSON_ERROR_CODES, STABLE_JSON_VERSION
 
 

@@ -27,8 +27,8 @@ from ._exceptions import (
     SummaryInputError,
     TokenEstimateError,
 )
-from ._groups import build_canonical_tool_atomic_groups
-from ._model import (
+from ._history._groups import build_canonical_tool_atomic_groups
+from ._history._model import (
     HISTORY_SCHEMA_VERSION,
     ArtifactReferenceBlock,
     CanonicalBlock,
@@ -48,8 +48,8 @@ from ._model import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._stable_json import sha256_hex, stable_hash, stable_json
-from ._tokens import estimate_message_tokens
+from ._history._stable_json import sha256_hex, stable_hash, stable_json
+from ._tokens._estimators import estimate_message_tokens
 from ._version import __version__
 from .history import (
     HistoryValidationIssue,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from ._groups import build_canonical_tool_atomic_groups
-from ._model import (
+from ._history._groups import build_canonical_tool_atomic_groups
+from ._history._model import (
     CanonicalBlock,
     CanonicalMessage,
     MessageRole,
@@ -14,8 +14,8 @@ from ._model import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._stable_json import stable_hash
-from ._tokens import estimate_message_tokens
+from ._history._stable_json import stable_hash
+from ._tokens._estimators import estimate_message_tokens
 from ._version import __version__
 
 

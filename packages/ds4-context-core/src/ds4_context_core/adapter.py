@@ -10,7 +10,23 @@ kit entry points are re-exported here for convenience; the kit itself lives in `
 
 from __future__ import annotations
 
-from ._adapter_diagnostics import (
+from ._adapter._capabilities import (
+    CAPABILITY_DIAGNOSTIC_CODES,
+    CAPABILITY_REASON_MAX_CHARS,
+    CAPABILITY_REGISTRY_V1,
+    CAPABILITY_VERSION_PATTERN,
+    RUNTIME_ADAPTER_CONTRACT_VERSION,
+    CapabilityDeclaration,
+    CapabilityNegotiation,
+    CapabilityRequest,
+    CapabilityStatus,
+    RuntimeCapabilityId,
+    is_valid_capability_version,
+    negotiate_runtime_capabilities,
+    normalize_capability_reason,
+)
+from ._adapter._conformance._runner import assert_runtime_adapter_conformance, run_runtime_adapter_conformance
+from ._adapter._diagnostics import (
     ADAPTER_DIAGNOSTIC_CODES,
     ADAPTER_DIAGNOSTIC_MESSAGE_MAX_CHARS,
     ADAPTER_DIAGNOSTICS_LIMIT,
@@ -19,7 +35,7 @@ from ._adapter_diagnostics import (
     DiagnosticsBuffer,
     DiagnosticSeverity,
 )
-from ._adapter_types import (
+from ._adapter._types import (
     COMPLETION_FALLBACK_CODES,
     COMPLETION_IDENTIFIER_MAX_CHARS,
     COMPLETION_PAYLOAD_FORMATS,
@@ -39,22 +55,6 @@ from ._adapter_types import (
     completion_fallback,
     validate_completion_request,
 )
-from ._capabilities import (
-    CAPABILITY_DIAGNOSTIC_CODES,
-    CAPABILITY_REASON_MAX_CHARS,
-    CAPABILITY_REGISTRY_V1,
-    CAPABILITY_VERSION_PATTERN,
-    RUNTIME_ADAPTER_CONTRACT_VERSION,
-    CapabilityDeclaration,
-    CapabilityNegotiation,
-    CapabilityRequest,
-    CapabilityStatus,
-    RuntimeCapabilityId,
-    is_valid_capability_version,
-    negotiate_runtime_capabilities,
-    normalize_capability_reason,
-)
-from ._conformance._runner import assert_runtime_adapter_conformance, run_runtime_adapter_conformance
 
 __all__ = [
     "ADAPTER_DIAGNOSTICS_LIMIT",

@@ -25,7 +25,12 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from ._exceptions import PrivacyPolicyError
-from ._privacy import DEFAULT_LOCAL_PROVIDERS, DEFAULT_REMOTE_ALLOWED, PrivacyClassification, PrivacyPolicy
+from ._privacy._policy import (
+    DEFAULT_LOCAL_PROVIDERS,
+    DEFAULT_REMOTE_ALLOWED,
+    PrivacyClassification,
+    PrivacyPolicy,
+)
 
 __all__ = [
     "CONFIG_SCHEMA_ID",

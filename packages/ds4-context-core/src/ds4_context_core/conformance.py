@@ -16,16 +16,16 @@ See ``docs/core/conformance.md``.
 
 from __future__ import annotations
 
-from ._conformance._cli import load_conformance_factory, main
-from ._conformance._fixture import (
+from ._adapter._conformance._cli import load_conformance_factory, main
+from ._adapter._conformance._fixture import (
     CONFORMANCE_FIXTURE_VERSION,
     ConformanceFixture,
     ConformanceTransport,
     ConformanceTransportError,
     load_conformance_fixture,
 )
-from ._conformance._pytest import make_conformance_test
-from ._conformance._runner import (
+from ._adapter._conformance._pytest import make_conformance_test
+from ._adapter._conformance._runner import (
     CONFORMANCE_CASE_IDS,
     CONFORMANCE_FAILURE_CODES,
     CONFORMANCE_FAILURE_DETAILS,

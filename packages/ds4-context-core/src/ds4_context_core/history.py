@@ -13,7 +13,7 @@ Decoding rejects bad input with a ``HistoryRecordError`` whose ``code`` is one o
 
 from __future__ import annotations
 
-from ._decode import (
+from ._history._decode import (
     CANONICAL_BLOCK_TYPES,
     HISTORY_DECODE_CODES,
     HISTORY_MAX_BYTES,
@@ -28,15 +28,19 @@ from ._decode import (
     encode_canonical_messages_jsonl,
     encode_runtime_history_snapshot,
 )
-from ._groups import TOOL_ATOMIC_GROUP_ID_PREFIX, build_canonical_tool_atomic_groups, tool_atomic_group_id
-from ._model import (
+from ._history._groups import (
+    TOOL_ATOMIC_GROUP_ID_PREFIX,
+    build_canonical_tool_atomic_groups,
+    tool_atomic_group_id,
+)
+from ._history._model import (
     HISTORY_MAX_IDENTIFIER_CHARS,
     HISTORY_MAX_PATH_CHARS,
     HISTORY_MAX_TEXT_CHARS,
     HISTORY_SCHEMA_VERSION,
 )
-from ._stable_json import STABLE_JSON_ERROR_CODES, STABLE_JSON_MAX_DEPTH, STABLE_JSON_VERSION
-from ._validation import (
+from ._history._stable_json import STABLE_JSON_ERROR_CODES, STABLE_JSON_MAX_DEPTH, STABLE_JSON_VERSION
+from ._history._validation import (
     HISTORY_VALIDATION_CODES,
     HISTORY_VALIDATION_FAILED,
     HistoryValidationIssue,

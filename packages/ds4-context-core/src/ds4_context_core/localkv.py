@@ -9,7 +9,7 @@ See ``docs/core/localkv.md``.
 
 from __future__ import annotations
 
-from ._localkv import (
+from ._localkv._controller import (
     LOCAL_KV_DIAGNOSTICS_VERSION,
     LOCAL_KV_ELIGIBILITY_VERSION,
     LOCAL_KV_MAX_COUNTER,

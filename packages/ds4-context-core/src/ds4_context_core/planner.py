@@ -40,7 +40,7 @@ from ._planner._types import (
     ReceiptRecord,
     SupplementalItem,
 )
-from ._tokens import fast_chars_v1
+from ._tokens._estimators import fast_chars_v1
 
 __all__ = [
     "FALLBACK_MODE_BLOCKED",

@@ -12,8 +12,8 @@ See ``docs/core/privacy.md`` for the marker syntax and the exact rules.
 
 from __future__ import annotations
 
-from ._local_only import mark_local_only_messages
-from ._privacy import (
+from ._privacy._local_only import mark_local_only_messages
+from ._privacy._policy import (
     DEFAULT_LOCAL_PROVIDERS,
     DEFAULT_REMOTE_ALLOWED,
     PRIVACY_CLASSIFICATIONS,

@@ -14,7 +14,7 @@ See ``docs/core/summaries.md`` for the accepted headings and how files and exact
 
 from __future__ import annotations
 
-from ._summary import (
+from ._planner._summary import (
     SUMMARY_CONTRACT_VERSION,
     SUMMARY_INPUT_ERROR_CODES,
     SUMMARY_MAX_CHARS,

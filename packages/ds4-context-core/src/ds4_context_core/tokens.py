@@ -11,7 +11,7 @@ limits smaller (``calibrated_limit``), never larger.
 
 from __future__ import annotations
 
-from ._calibration import (
+from ._tokens._calibration import (
     CALIBRATION_MAX_RATIO,
     CALIBRATION_MAX_SAMPLES,
     CALIBRATION_MIN_SAMPLES,
@@ -25,7 +25,7 @@ from ._calibration import (
     calibrate_token_ratio,
     calibrated_limit,
 )
-from ._tokens import (
+from ._tokens._estimators import (
     CHARS_V1,
     TIKTOKEN_ENCODING_NAME,
     TIKTOKEN_O200K_BASE_V1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from ds4_context_core._model import ModelDescriptor
+from ds4_context_core._history._model import ModelDescriptor
 from ds4_context_core.config import BudgetConfig, PlannerConfig
 
 from ._types import PlanBudget

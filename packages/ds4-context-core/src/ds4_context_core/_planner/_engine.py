@@ -20,7 +20,7 @@ from typing import Any, Final
 import msgspec
 
 from ds4_context_core._exceptions import PlanRestoreError
-from ds4_context_core._model import (
+from ds4_context_core._history._model import (
     CanonicalBlock,
     CanonicalMessage,
     MessageFlags,
@@ -32,7 +32,7 @@ from ds4_context_core._model import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ds4_context_core._tokens import fast_chars_v1
+from ds4_context_core._tokens._estimators import fast_chars_v1
 from ds4_context_core.config import Ds4ContextConfig, PruningConfig, load_config
 
 from ._budget import BudgetError, compute_budget

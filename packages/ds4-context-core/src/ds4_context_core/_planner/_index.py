@@ -14,14 +14,14 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from ds4_context_core._groups import tool_atomic_group_id
-from ds4_context_core._model import (
+from ds4_context_core._history._groups import tool_atomic_group_id
+from ds4_context_core._history._model import (
     CanonicalMessage,
     OpaqueProviderBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
-from ds4_context_core._tokens import _FLAT_VALUE_TYPES, fast_chars_v1
+from ds4_context_core._tokens._estimators import _FLAT_VALUE_TYPES, fast_chars_v1
 
 TokenEstimator = Callable[[CanonicalMessage], int]
 MessageSanitizer = Callable[[CanonicalMessage], CanonicalMessage]

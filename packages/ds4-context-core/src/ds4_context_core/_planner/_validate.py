@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ds4_context_core._model import CanonicalMessage, ToolCallBlock, ToolResultBlock
+from ds4_context_core._history._model import CanonicalMessage, ToolCallBlock, ToolResultBlock
 
 
 def atomicity_problem(messages: Sequence[CanonicalMessage]) -> str | None:

@@ -17,8 +17,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeGuard
 
-from ._exceptions import InteropFormatError
-from ._model import (
+from ds4_context_core._exceptions import InteropFormatError
+from ds4_context_core._history._model import (
     ArtifactReferenceBlock,
     CanonicalBlock,
     CanonicalMessage,
@@ -32,7 +32,7 @@ from ._model import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._validation import escaped_prefix
+from ds4_context_core._history._validation import escaped_prefix
 
 __all__ = [
     "INTEROP_ERROR_CODES",

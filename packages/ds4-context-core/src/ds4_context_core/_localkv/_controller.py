@@ -16,7 +16,7 @@ from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
-from ._stable_json import stable_hash
+from ds4_context_core._history._stable_json import stable_hash
 
 __all__ = [
     "LOCAL_KV_DIAGNOSTICS_VERSION",

@@ -17,9 +17,10 @@ from typing import Final, Literal
 
 import msgspec
 
-from ._exceptions import TokenEstimateError
-from ._model import CanonicalMessage
-from ._tokens import TokenEstimator
+from ds4_context_core._exceptions import TokenEstimateError
+from ds4_context_core._history._model import CanonicalMessage
+
+from ._estimators import TokenEstimator
 
 __all__ = [
     "CALIBRATION_MAX_RATIO",

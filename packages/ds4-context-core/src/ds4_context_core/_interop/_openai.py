@@ -5,7 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ._interop_common import (
+from ds4_context_core._history._model import (
+    CanonicalBlock,
+    CanonicalMessage,
+    ImageBlock,
+    OpaqueProviderBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+from ._common import (
     PARTS_MARK,
     MessageFactory,
     arguments_from_text,
@@ -21,16 +32,6 @@ from ._interop_common import (
     reference_text,
     require_mapping,
     require_str,
-)
-from ._model import (
-    CanonicalBlock,
-    CanonicalMessage,
-    ImageBlock,
-    OpaqueProviderBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
 )
 
 __all__ = ["from_openai_chat", "from_openai_responses", "to_openai_chat", "to_openai_responses"]

@@ -17,7 +17,8 @@ from typing import Final
 
 import msgspec
 
-from ._exceptions import HistoryValidationError
+from ds4_context_core._exceptions import HistoryValidationError
+
 from ._groups import ToolRelations, collect_tool_relations, groups_from_relations
 from ._model import (
     HISTORY_MAX_IDENTIFIER_CHARS,

@@ -12,21 +12,22 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias, runt
 
 import msgspec
 
-from ._adapter_diagnostics import AdapterDiagnostic, DiagnosticsBuffer
+from ds4_context_core._exceptions import AdapterArgumentError, CompletionRequestError
+from ds4_context_core._history._model import CanonicalMessage, ModelDescriptor, RuntimeHistorySnapshot
+from ds4_context_core._localkv._controller import LocalKvDiagnostics, LocalKvOutcome, LocalKvRuntimePort
+from ds4_context_core._privacy._local_only import mark_local_only_messages
+from ds4_context_core._privacy._policy import PrivacyResult, PrivacySummary
+
 from ._capabilities import (
     RUNTIME_ADAPTER_CONTRACT_VERSION,
     CapabilityDeclaration,
     CapabilityNegotiation,
     CapabilityRequest,
 )
-from ._exceptions import AdapterArgumentError, CompletionRequestError
-from ._local_only import mark_local_only_messages
-from ._localkv import LocalKvDiagnostics, LocalKvOutcome, LocalKvRuntimePort
-from ._model import CanonicalMessage, ModelDescriptor, RuntimeHistorySnapshot
-from ._privacy import PrivacyResult, PrivacySummary
+from ._diagnostics import AdapterDiagnostic, DiagnosticsBuffer
 
 if TYPE_CHECKING:  # the planner pulls in pydantic; ``from_plan`` imports it only when called
-    from .planner import ContextPlan
+    from ds4_context_core.planner import ContextPlan
 
 __all__ = [
     "COMPLETION_FALLBACK_CODES",
@@ -126,7 +127,7 @@ class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel
         complete tool groups only) are sent as they are, if there are any. A malformed argument (not a
         plan, no model, bad ids, unknown format, colliding key) raises it with ``completion-request-invalid``.
         """
-        from .planner import ContextPlan  # noqa: PLC0415 - pydantic only when a plan is at hand
+        from ds4_context_core.planner import ContextPlan  # noqa: PLC0415 - pydantic only when a plan is at hand
 
         if not isinstance(plan, ContextPlan):
             raise CompletionRequestError("completion-request-invalid", "not a ContextPlan")
@@ -201,15 +202,15 @@ def _plan_payload(messages: Sequence[CanonicalMessage], payload_format: str) -> 
     if payload_format == "canonical":
         return {"messages": msgspec.to_builtins(messages)}
     if payload_format == "openai-chat":
-        from .interop import to_openai_chat  # noqa: PLC0415 - only the chosen format's converter
+        from ds4_context_core.interop import to_openai_chat  # noqa: PLC0415 - only the chosen format's converter
 
         return {"messages": to_openai_chat(messages)}
     if payload_format == "openai-responses":
-        from .interop import to_openai_responses  # noqa: PLC0415
+        from ds4_context_core.interop import to_openai_responses  # noqa: PLC0415
 
         return {"input": to_openai_responses(messages)}
     if payload_format == "anthropic":
-        from .interop import to_anthropic_messages  # noqa: PLC0415
+        from ds4_context_core.interop import to_anthropic_messages  # noqa: PLC0415
 
         return dict(to_anthropic_messages(messages))
     raise CompletionRequestError("completion-request-invalid", "unknown payload format")

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ._model import (
+from ds4_context_core._history._model import (
     CanonicalBlock,
     CanonicalMessage,
     FileReferenceBlock,
@@ -31,7 +31,8 @@ from ._model import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._privacy_walk import _MARKER
+
+from ._walk import _MARKER
 
 __all__ = ["mark_local_only_messages"]
 

@@ -14,7 +14,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from ._exceptions import AdapterArgumentError
+from ds4_context_core._exceptions import AdapterArgumentError
 
 __all__ = [
     "ADAPTER_DIAGNOSTICS_LIMIT",

@@ -11,7 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ._interop_common import (
+from ds4_context_core._history._model import (
+    CanonicalBlock,
+    CanonicalMessage,
+    ImageBlock,
+    OpaqueProviderBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+from ._common import (
     PARTS_MARK,
     RAW_ARGUMENTS_KEY,
     MessageFactory,
@@ -25,16 +36,6 @@ from ._interop_common import (
     reference_text,
     require_mapping,
     require_str,
-)
-from ._model import (
-    CanonicalBlock,
-    CanonicalMessage,
-    ImageBlock,
-    OpaqueProviderBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
 )
 
 __all__ = ["from_anthropic_messages", "to_anthropic_messages"]

@@ -8,9 +8,9 @@ from typing import Any, Final
 
 import msgspec
 
-from ds4_context_core._adapter_types import CompletionRequest
-from ds4_context_core._groups import build_canonical_tool_atomic_groups
-from ds4_context_core._model import CanonicalMessage, ModelDescriptor, RuntimeToolAtomicGroup
+from ds4_context_core._adapter._types import CompletionRequest
+from ds4_context_core._history._groups import build_canonical_tool_atomic_groups
+from ds4_context_core._history._model import CanonicalMessage, ModelDescriptor, RuntimeToolAtomicGroup
 
 __all__ = [
     "CONFORMANCE_FIXTURE_VERSION",

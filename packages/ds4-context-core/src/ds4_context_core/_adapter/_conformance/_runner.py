@@ -19,21 +19,21 @@ from typing import Any, Final, Literal, Protocol
 import anyio
 import msgspec
 
-from ds4_context_core._adapter_types import (
-    CompletionCompleted,
-    CompletionFallback,
-    CompletionRequest,
-    RuntimeAdapter,
-)
-from ds4_context_core._capabilities import (
+from ds4_context_core._adapter._capabilities import (
     CAPABILITY_REGISTRY_V1,
     RUNTIME_ADAPTER_CONTRACT_VERSION,
     CapabilityRequest,
     negotiate_runtime_capabilities,
 )
+from ds4_context_core._adapter._types import (
+    CompletionCompleted,
+    CompletionFallback,
+    CompletionRequest,
+    RuntimeAdapter,
+)
 from ds4_context_core._exceptions import AdapterClosedError, ConformanceError
-from ds4_context_core._model import RuntimeHistorySnapshot
-from ds4_context_core._validation import validate_runtime_history_snapshot
+from ds4_context_core._history._model import RuntimeHistorySnapshot
+from ds4_context_core._history._validation import validate_runtime_history_snapshot
 
 from ._fixture import ConformanceFixture, ConformanceTransport, load_conformance_fixture
 

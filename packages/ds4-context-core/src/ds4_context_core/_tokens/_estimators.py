@@ -21,8 +21,8 @@ from typing import Final, Protocol, runtime_checkable
 
 import msgspec
 
-from ._exceptions import MissingExtraError, TokenEstimateError
-from ._model import (
+from ds4_context_core._exceptions import MissingExtraError, TokenEstimateError
+from ds4_context_core._history._model import (
     ArtifactReferenceBlock,
     CanonicalBlock,
     CanonicalMessage,
@@ -35,7 +35,7 @@ from ._model import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ._stable_json import stable_json
+from ds4_context_core._history._stable_json import stable_json
 
 __all__ = [
     "CHARS_V1",

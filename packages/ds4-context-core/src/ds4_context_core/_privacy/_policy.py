@@ -18,7 +18,7 @@ Any exception while sanitizing becomes :class:`PrivacyEnforcementError`; the cal
 its transport. Traversal is one recursive pass over the payload, linear in its size: it builds new
 containers (none is shared with the caller's payload) and keeps the caller's own string objects where
 nothing changes. Content strings are then screened in one batch, and only the few the screen flags run
-the full marker and secret rules. That hot path lives in ``_privacy_walk`` (compiled by mypyc in the
+the full marker and secret rules. That hot path lives in ``_privacy/_walk.py`` (compiled by mypyc in the
 compiled wheel, the default on Linux x86_64); this module holds the public API around it.
 """
 
@@ -28,8 +28,10 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from ._exceptions import PrivacyEnforcementError, PrivacyPolicyError
-from ._privacy_walk import (
+from ds4_context_core._exceptions import PrivacyEnforcementError, PrivacyPolicyError
+from ds4_context_core._history._stable_json import stable_hash
+
+from ._walk import (
     _BINARY_PLACEHOLDER,
     _CREDENTIAL_PLACEHOLDER,
     _PRIVATE_KEY_PLACEHOLDER,
@@ -45,7 +47,6 @@ from ._privacy_walk import (
     sanitize_payload,
     sanitize_string,
 )
-from ._stable_json import stable_hash
 
 __all__ = [
     "DEFAULT_LOCAL_PROVIDERS",

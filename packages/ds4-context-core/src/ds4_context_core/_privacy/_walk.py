@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ._exceptions import PrivacyEnforcementError
+from ds4_context_core._exceptions import PrivacyEnforcementError
 
 PRIVACY_CLASSIFICATIONS: Final = ("normal", "internal", "sensitive", "local-only")
 PRIVACY_CONTENT_KEYS: Final = (

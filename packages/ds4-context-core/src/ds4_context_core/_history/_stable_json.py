@@ -37,7 +37,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ._exceptions import StableJsonError
+from ds4_context_core._exceptions import StableJsonError
 
 __all__ = [
     "STABLE_JSON_ERROR_CODES",

@@ -18,7 +18,7 @@ from typing import Final
 
 import msgspec
 
-from ._exceptions import SummaryInputError
+from ds4_context_core._exceptions import SummaryInputError
 
 __all__ = [
     "SUMMARY_CONTRACT_VERSION",

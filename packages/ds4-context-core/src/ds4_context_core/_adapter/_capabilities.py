@@ -13,7 +13,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from ._adapter_diagnostics import AdapterDiagnostic, DiagnosticSeverity
+from ._diagnostics import AdapterDiagnostic, DiagnosticSeverity
 
 __all__ = [
     "CAPABILITY_DIAGNOSTIC_CODES",

@@ -17,7 +17,8 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from ._exceptions import HistoryRecordError
+from ds4_context_core._exceptions import HistoryRecordError
+
 from ._model import (
     ArtifactReferenceBlock,
     CanonicalMessage,

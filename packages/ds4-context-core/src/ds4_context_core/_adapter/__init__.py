@@ -1,0 +1,1 @@
+"""The runtime-adapter-v1 contract: types, capabilities, diagnostics and the conformance kit."""

@@ -1,0 +1,1 @@
+"""The canonical history model: records, decoding, stable JSON, tool atomic groups, validation."""

@@ -1,0 +1,1 @@
+"""Provider payload formats: OpenAI Chat, OpenAI Responses and Anthropic Messages."""

@@ -1,0 +1,1 @@
+"""Local KV prefix reuse: eligibility fingerprints, the runtime port and the controller."""

@@ -1,0 +1,1 @@
+"""Token estimation: the estimators and their calibration against provider-reported usage."""
