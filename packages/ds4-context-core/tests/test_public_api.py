@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import inspect
 import pkgutil
 import subprocess
 import sys
+import typing
 
+import msgspec
 import pytest
 
 import ds4_context_core
+from ds4_context_core import _exceptions
 
 PUBLIC_MODULES = sorted(
     info.name
@@ -98,3 +103,44 @@ def test_every_error_carries_a_stable_code_and_a_builtin_base():
             assert any(
                 base.__module__ == "builtins" and base is not Exception for base in value.__mro__[1:]
             ) or (value is ds4_context_core.Ds4ContextError), name
+
+
+def _public_exports():
+    for module_name in ["ds4_context_core", *PUBLIC_MODULES]:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            yield module_name, name, getattr(module, name)
+
+
+def test_public_classes_and_functions_name_a_public_module_not_a_private_room():
+
+    def is_record(value) -> bool:
+        return (
+            issubclass(value, msgspec.Struct)
+            or hasattr(value, "__pydantic_fields__")
+            or dataclasses.is_dataclass(value)
+            or typing.is_typeddict(value)
+            or (issubclass(value, tuple) and hasattr(value, "_fields"))
+        )
+
+    checked = 0
+    for module_name, name, value in _public_exports():
+        if not ((isinstance(value, type) and not is_record(value)) or inspect.isfunction(value)):
+            continue
+        home = value.__module__
+        assert not any(part.startswith("_") for part in home.split(".")[1:]), (module_name, name, home)
+        assert getattr(importlib.import_module(home), name) is value, (name, home)
+        checked += 1
+    assert checked > 50  # exceptions, functions, enums and protocols of every public module
+
+
+def test_every_public_error_is_under_the_root_and_drawn_in_the_exceptions_docstring():
+    errors = {
+        value
+        for _, _, value in _public_exports()
+        if isinstance(value, type) and issubclass(value, BaseException)
+    }
+    assert ds4_context_core.ConformanceTransportError in errors
+    for error in errors:
+        assert issubclass(error, ds4_context_core.Ds4ContextError), error
+        assert f" {error.__name__}" in (_exceptions.__doc__ or ""), f"{error.__name__} missing from the tree"

@@ -13,6 +13,7 @@ from ._exceptions import (
     CompletionRequestError,
     ConformanceError,
     ConformanceTargetError,
+    ConformanceTransportError,
     Ds4ContextError,
     HistoryDecodeError,
     HistoryError,
@@ -27,6 +28,7 @@ from ._exceptions import (
     SummaryInputError,
     TokenEstimateError,
 )
+from ._exports import adopt_public_names
 from ._history._groups import build_canonical_tool_atomic_groups
 from ._history._model import (
     HISTORY_SCHEMA_VERSION,
@@ -94,6 +96,7 @@ __all__ = [
     "CompletionRequestError",
     "ConformanceError",
     "ConformanceTargetError",
+    "ConformanceTransportError",
     "ContextPlan",
     "ContextPlanner",
     "Ds4ContextConfig",
@@ -139,3 +142,5 @@ __all__ = [
     "stable_json",
     "validate_runtime_history_snapshot",
 ]
+
+adopt_public_names(__name__, globals())

@@ -16,6 +16,7 @@ Where a builtin fits, the class also subclasses it, so ``except ValueError`` kee
     ├── PrivacyPolicyError(ValueError)      a privacy policy that would weaken protection
     ├── CompletionRequestError(ValueError)  a completion request an adapter must not send
     ├── ConformanceTargetError(ValueError)  a ``package.module:factory`` target that cannot be loaded
+    ├── ConformanceTransportError(RuntimeError)  the transport failure the kit injects on purpose
     ├── InteropFormatError(ValueError)      a provider-format message that cannot be converted (.path)
     ├── TokenEstimateError(ValueError)      bad calibration samples or a broken injected tokenizer
     ├── PlanRestoreError(LookupError)       ``restore(plan, id)`` for an id the plan's history lacks
@@ -35,6 +36,7 @@ __all__ = [
     "CompletionRequestError",
     "ConformanceError",
     "ConformanceTargetError",
+    "ConformanceTransportError",
     "Ds4ContextError",
     "HistoryDecodeError",
     "HistoryError",
@@ -128,6 +130,16 @@ class CompletionRequestError(Ds4ContextError, ValueError):
 
 class ConformanceTargetError(Ds4ContextError, ValueError):
     """A conformance target ``package.module:factory`` could not be imported or is not a factory."""
+
+
+class ConformanceTransportError(Ds4ContextError, RuntimeError):
+    """The failure the conformance kit injects into the transport on purpose (``conformance-transport``).
+
+    An adapter must turn it into a failed completion result and keep its history unchanged.
+    """
+
+    def __init__(self, message: str = "injected conformance transport failure") -> None:
+        super().__init__("conformance-transport", message)
 
 
 class HistoryRecordError(HistoryDecodeError):

@@ -55,6 +55,7 @@ from ._adapter._types import (
     completion_fallback,
     validate_completion_request,
 )
+from ._exports import adopt_public_names
 
 __all__ = [
     "ADAPTER_DIAGNOSTICS_LIMIT",
@@ -98,3 +99,5 @@ __all__ = [
     "run_runtime_adapter_conformance",
     "validate_completion_request",
 ]
+
+adopt_public_names(__name__, globals())

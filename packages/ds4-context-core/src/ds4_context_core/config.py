@@ -25,6 +25,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from ._exceptions import PrivacyPolicyError
+from ._exports import adopt_public_names
 from ._privacy._policy import (
     DEFAULT_LOCAL_PROVIDERS,
     DEFAULT_REMOTE_ALLOWED,
@@ -391,3 +392,6 @@ def load_config(data: object = None) -> ConfigLoadResult:
         msgspec.structs.replace(item, path=item.path.lstrip(".")) for item in warnings[:_MAX_WARNINGS]
     )
     return ConfigLoadResult(config=config, warnings=cleaned)
+
+
+adopt_public_names(__name__, globals())

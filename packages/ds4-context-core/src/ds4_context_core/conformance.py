@@ -21,7 +21,6 @@ from ._adapter._conformance._fixture import (
     CONFORMANCE_FIXTURE_VERSION,
     ConformanceFixture,
     ConformanceTransport,
-    ConformanceTransportError,
     load_conformance_fixture,
 )
 from ._adapter._conformance._pytest import make_conformance_test
@@ -39,6 +38,8 @@ from ._adapter._conformance._runner import (
     run_runtime_adapter_conformance,
     run_runtime_adapter_conformance_sync,
 )
+from ._exceptions import ConformanceTransportError
+from ._exports import adopt_public_names
 
 __all__ = [
     "CONFORMANCE_CASE_IDS",
@@ -62,3 +63,5 @@ __all__ = [
     "run_runtime_adapter_conformance",
     "run_runtime_adapter_conformance_sync",
 ]
+
+adopt_public_names(__name__, globals())

@@ -13,6 +13,7 @@ Decoding rejects bad input with a ``HistoryRecordError`` whose ``code`` is one o
 
 from __future__ import annotations
 
+from ._exports import adopt_public_names
 from ._history._decode import (
     CANONICAL_BLOCK_TYPES,
     HISTORY_DECODE_CODES,
@@ -80,3 +81,5 @@ __all__ = [
     "tool_atomic_group_id",
     "validate_runtime_history_snapshot",
 ]
+
+adopt_public_names(__name__, globals())

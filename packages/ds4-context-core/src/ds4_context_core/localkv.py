@@ -9,6 +9,7 @@ See ``docs/core/localkv.md``.
 
 from __future__ import annotations
 
+from ._exports import adopt_public_names
 from ._localkv._controller import (
     LOCAL_KV_DIAGNOSTICS_VERSION,
     LOCAL_KV_ELIGIBILITY_VERSION,
@@ -58,3 +59,5 @@ __all__ = [
     "LocalKvUnavailable",
     "evaluate_local_kv_eligibility",
 ]
+
+adopt_public_names(__name__, globals())

@@ -9,6 +9,7 @@ send nothing), always with a code from ``PLAN_FALLBACK_CODES``.
 from __future__ import annotations
 
 from ._exceptions import PlanRestoreError
+from ._exports import adopt_public_names
 from ._planner._engine import ContextPlan, ContextPlanner, PlanState, plan_context, restore
 from ._planner._types import (
     FALLBACK_MODE_BLOCKED,
@@ -79,3 +80,5 @@ __all__ = [
     "plan_context",
     "restore",
 ]
+
+adopt_public_names(__name__, globals())

@@ -12,6 +12,7 @@ See ``docs/core/privacy.md`` for the marker syntax and the exact rules.
 
 from __future__ import annotations
 
+from ._exports import adopt_public_names
 from ._privacy._local_only import mark_local_only_messages
 from ._privacy._policy import (
     DEFAULT_LOCAL_PROVIDERS,
@@ -63,3 +64,5 @@ __all__ = [
     "redact_secrets",
     "sanitize_text",
 ]
+
+adopt_public_names(__name__, globals())

@@ -7,6 +7,7 @@ the evidence guard, the head/tail trim and the receipt text.
 
 from __future__ import annotations
 
+from ._exports import adopt_public_names
 from ._planner._index import call_path, normalize_tool_name
 from ._planner._pruning import (
     JUDGE_REASONS,
@@ -43,3 +44,5 @@ __all__ = [
     "normalize_tool_name",
     "trim_text",
 ]
+
+adopt_public_names(__name__, globals())

@@ -14,6 +14,7 @@ See ``docs/core/summaries.md`` for the accepted headings and how files and exact
 
 from __future__ import annotations
 
+from ._exports import adopt_public_names
 from ._planner._summary import (
     SUMMARY_CONTRACT_VERSION,
     SUMMARY_INPUT_ERROR_CODES,
@@ -39,3 +40,5 @@ __all__ = [
     "render_summary_template",
     "validate_summary",
 ]
+
+adopt_public_names(__name__, globals())

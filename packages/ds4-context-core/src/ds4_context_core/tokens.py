@@ -11,6 +11,7 @@ limits smaller (``calibrated_limit``), never larger.
 
 from __future__ import annotations
 
+from ._exports import adopt_public_names
 from ._tokens._calibration import (
     CALIBRATION_MAX_RATIO,
     CALIBRATION_MAX_SAMPLES,
@@ -66,3 +67,5 @@ __all__ = [
     "estimate_messages_tokens",
     "estimate_text_tokens",
 ]
+
+adopt_public_names(__name__, globals())

@@ -9,6 +9,7 @@ from typing import Any, Final
 import msgspec
 
 from ds4_context_core._adapter._types import CompletionRequest
+from ds4_context_core._exceptions import ConformanceTransportError
 from ds4_context_core._history._groups import build_canonical_tool_atomic_groups
 from ds4_context_core._history._model import CanonicalMessage, ModelDescriptor, RuntimeToolAtomicGroup
 
@@ -16,7 +17,6 @@ __all__ = [
     "CONFORMANCE_FIXTURE_VERSION",
     "ConformanceFixture",
     "ConformanceTransport",
-    "ConformanceTransportError",
     "load_conformance_fixture",
 ]
 
@@ -53,10 +53,6 @@ def load_conformance_fixture() -> ConformanceFixture:
     return fixture
 
 
-class ConformanceTransportError(RuntimeError):
-    """The failure the kit injects into the transport on purpose."""
-
-
 class ConformanceTransport:
     """The provider boundary the kit injects: it records what it was sent and can fail once on demand.
 
@@ -82,5 +78,5 @@ class ConformanceTransport:
         self.received.append(request)
         if self._fail_next:
             self._fail_next = False
-            raise ConformanceTransportError("injected conformance transport failure")
+            raise ConformanceTransportError
         return copy.deepcopy(self._output)
