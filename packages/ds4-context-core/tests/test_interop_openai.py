@@ -281,7 +281,8 @@ def test_anthropic_history_can_be_sent_to_openai_chat_with_linkage_kept():
                 }
             ],
         },
-        {"role": "tool", "tool_call_id": "toolu_1", "content": "x = 1"},
+        # Chat has no error flag: the model still reads that the call failed.
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "Error: x = 1"},
     ]
     with pytest.raises(InteropFormatError) as caught:
         to_openai_chat(canonical, strict=True)

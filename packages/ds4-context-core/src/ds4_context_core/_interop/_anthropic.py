@@ -33,9 +33,12 @@ from ._common import (
     is_fields,
     opaque,
     own_opaque,
+    plain_items,
+    plain_value,
     reference_text,
     require_mapping,
     require_str,
+    shape,
 )
 
 __all__ = ["from_anthropic_messages", "to_anthropic_messages"]
@@ -45,8 +48,11 @@ _RESULT_CONTENT: Final = "toolResultContent"
 _HINTS: Final = frozenset({"cache_control"})
 
 
+_CALL_FIELDS: Final = "toolUseFields"
+
+
 def _plain(part: Mapping[str, Any], keys: set[str]) -> bool:
-    return set(part) - _HINTS == keys
+    return shape(part) - _HINTS == keys
 
 
 def _block(part: Mapping[str, Any], path: str, factory: MessageFactory) -> CanonicalBlock:
@@ -62,21 +68,26 @@ def _block(part: Mapping[str, Any], path: str, factory: MessageFactory) -> Canon
         kind == "image"
         and _plain(part, {"type", "source"})
         and isinstance(source, Mapping)
-        and set(source) == {"type", "media_type", "data"}
+        and shape(source) == {"type", "media_type", "data"}
         and source.get("type") == "base64"
         and isinstance(source.get("media_type"), str)
         and isinstance(source.get("data"), str)
     ):
         return ImageBlock(mime_type=source["media_type"], data=source["data"])
-    if kind == "tool_use" and _plain(part, {"type", "id", "name", "input"}):
+    if kind == "tool_use" and {"type", "id", "name", "input"} <= set(part):
         arguments = part["input"]
-        return ToolCallBlock(
+        call = ToolCallBlock(
             id=require_str(part["id"], f"{path}.id", "interop-tool-call-invalid"),
             name=require_str(part["name"], f"{path}.name", "interop-tool-call-invalid"),
             arguments=dict(arguments)
             if isinstance(arguments, Mapping)
             else {RAW_ARGUMENTS_KEY: repr(arguments)},
         )
+        # Keys we do not model (a server tool's ``caller``, ...) travel with the call, not instead of it.
+        extra = {k: v for k, v in part.items() if k not in ("type", "id", "name", "input") and v is not None}
+        if extra:
+            factory.call_fields[call.id] = extra
+        return call
     return opaque(ANTHROPIC, part)
 
 
@@ -111,6 +122,7 @@ def from_anthropic_messages(
     factory = MessageFactory(
         fmt=ANTHROPIC, session_id=session_id, runtime_id=runtime_id, entry_prefix=entry_prefix
     )
+    payload = plain_value(payload) if isinstance(payload, Mapping) else plain_items(payload)
     if isinstance(payload, Mapping):
         system = payload.get("system")
         if system is not None:
@@ -140,6 +152,9 @@ def from_anthropic_messages(
         blocks, as_parts = _blocks(content, f"{path}.content", factory)
         if as_parts:
             fields[PARTS_MARK] = True
+        if factory.call_fields:
+            fields[_CALL_FIELDS] = dict(factory.call_fields)
+            factory.call_fields.clear()
         factory.add(role, blocks, fields=fields)
     return tuple(factory.messages)
 
@@ -177,7 +192,9 @@ def _split_results(
     return (results, {_RESULT_CONTENT: kept_content} if kept_content else {}), rest
 
 
-def _part(block: CanonicalBlock, strict: bool, kept: Mapping[str, Any]) -> dict[str, Any] | None:
+def _part(
+    block: CanonicalBlock, strict: bool, kept: Mapping[str, Any], call_fields: Mapping[str, Any]
+) -> dict[str, Any] | None:
     match block:
         case TextBlock(text=text):
             return {"type": "text", "text": text}
@@ -191,12 +208,16 @@ def _part(block: CanonicalBlock, strict: bool, kept: Mapping[str, Any]) -> dict[
             }
             return {"type": "image", "source": source}
         case ToolCallBlock(id=call_id, name=name, arguments=arguments):
-            return {
+            call = {
                 "type": "tool_use",
                 "id": call_id,
                 "name": name,
                 "input": arguments_object(arguments, "$"),
             }
+            extra = call_fields.get(call_id)
+            if isinstance(extra, Mapping):
+                call.update(extra)
+            return call
         case ToolResultBlock(tool_call_id=call_id, content=content, is_error=is_error):
             part: dict[str, Any] = {
                 "type": "tool_result",
@@ -233,11 +254,15 @@ def to_anthropic_messages(messages: Iterable[CanonicalMessage], *, strict: bool 
         as_parts = bool(fields.pop(PARTS_MARK, False))
         kept = fields.pop(_RESULT_CONTENT, {})
         kept = kept if isinstance(kept, Mapping) else {}
+        call_fields = fields.pop(_CALL_FIELDS, {})
+        call_fields = call_fields if isinstance(call_fields, Mapping) else {}
         parts = [
             p
             for b in message.blocks
-            if not is_fields(b, ANTHROPIC) and (p := _part(b, strict, kept)) is not None
+            if not is_fields(b, ANTHROPIC) and (p := _part(b, strict, kept, call_fields)) is not None
         ]
+        if not parts and not as_parts:
+            continue  # nothing this format can carry (another format's items only): never an empty turn
         if message.role == "system":
             system_parts.extend(parts)
             system_as_parts = system_as_parts or as_parts

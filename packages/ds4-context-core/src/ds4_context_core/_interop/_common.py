@@ -8,13 +8,18 @@ Conventions every converter follows:
   holding the whole part, and is written back only by the same format;
 * message-level keys we do not model are kept in one trailing opaque block ``<format>:fields``
   (a dict) and merged back on export, so a round trip loses nothing;
-* tool-call arguments that are not a JSON object are kept as text under ``RAW_ARGUMENTS_KEY``.
+* tool-call arguments that are not a JSON object are kept as text under ``RAW_ARGUMENTS_KEY``; the
+  original text of arguments that are one is kept too (``ARGUMENTS_TEXT_MARK``) and written back while
+  the arguments are unchanged, so the bytes a provider cached stay the same;
+* input is made plain first (:func:`plain_items`): SDK objects (pydantic models) by their JSON dump
+  without unset (None) fields; in dicts, a key whose value is None is read as absent when a part's shape
+  is recognised (:func:`shape`), as an SDK's plain ``model_dump()`` writes every unset optional field.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeGuard
 
 from ds4_context_core._exceptions import InteropFormatError
@@ -52,6 +57,14 @@ INTEROP_FORMATS: Final = ("openai-chat", "openai-responses", "anthropic")
 RAW_ARGUMENTS_KEY: Final = "__ds4_raw_arguments"
 # Kept in a fields block: string content arrived as a list of parts, so export writes a list again.
 PARTS_MARK: Final = "__ds4_content_parts"
+# Kept in a fields block: the original argument text of each call id whose text is not what we would write.
+ARGUMENTS_TEXT_MARK: Final = "__ds4_arguments_text"
+# Kept in a fields block: the ids of the calls that were OpenAI custom tool calls (free-form input).
+CUSTOM_CALLS_MARK: Final = "__ds4_custom_calls"
+# Deeper than this, a provider message is refused instead of walked (no format nests half as deep).
+PLAIN_MAX_DEPTH: Final = 128
+# The value under these keys is a tool's input: its nulls are the caller's, kept as they are.
+_VERBATIM_KEYS: Final = frozenset({"input"})
 INTEROP_ERROR_CODES: Final = (
     "interop-message-invalid",
     "interop-role-unknown",
@@ -66,9 +79,58 @@ def fail(code: str, detail: str, path: str) -> InteropFormatError:
     return InteropFormatError(code, f"{detail} (at {path})", path=path)
 
 
+def _plain(value: Any, path: str, depth: int) -> Any:
+    """``value`` with every SDK object in it replaced by its JSON dump (``path`` names the top item)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if depth > PLAIN_MAX_DEPTH:
+        raise fail("interop-message-invalid", f"nested deeper than {PLAIN_MAX_DEPTH} levels", path)
+    if isinstance(value, Mapping):
+        return {
+            key: item if key in _VERBATIM_KEYS else _plain(item, path, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_plain(item, path, depth + 1) for item in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            dumped = dump(mode="json", exclude_none=True, by_alias=True)
+        except Exception as error:  # an SDK object of a version we do not know
+            raise fail(
+                "interop-message-invalid", f"{type(value).__name__[:40]}.model_dump() failed", path
+            ) from error
+        return _plain(dumped, path, depth + 1)
+    return value
+
+
+def plain_items(items: Any, path: str = "$") -> list[Any]:
+    """A list of provider messages or items as plain values (see the module docstring)."""
+    dump = getattr(items, "model_dump", None)
+    if callable(dump) or isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise fail(
+            "interop-message-invalid",
+            f"expected a list of messages (dicts or SDK objects), got one {type(items).__name__[:40]}",
+            path,
+        )
+    return [_plain(item, f"{path}[{index}]", 1) for index, item in enumerate(items)]
+
+
+def plain_value(value: Any, path: str = "$") -> Any:
+    """One provider value (a payload, a message) as a plain value (see the module docstring)."""
+    return _plain(value, path, 0)
+
+
+def shape(part: Mapping[str, Any]) -> set[str]:
+    """The keys of ``part`` that carry a value (None is an unset optional field, not a different shape)."""
+    return {key for key, value in part.items() if value is not None}
+
+
 def require_mapping(value: Any, path: str, code: str = "interop-message-invalid") -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise fail(code, f"expected an object, got {type(value).__name__[:40]}", path)
+        raise fail(
+            code, f"expected an object (a dict or an SDK object), got {type(value).__name__[:40]}", path
+        )
     return value
 
 
@@ -93,11 +155,33 @@ def arguments_from_text(text: Any, path: str) -> dict[str, Any]:
     return {RAW_ARGUMENTS_KEY: text}
 
 
-def arguments_to_text(arguments: Mapping[str, Any]) -> str:
+def arguments_to_text(arguments: Mapping[str, Any], original: Any = None) -> str:
+    """The argument text to send: ``original`` (the text the call arrived with) while it still says the
+    same thing, so the bytes do not change, else our compact JSON."""
     raw = arguments.get(RAW_ARGUMENTS_KEY)
     if isinstance(raw, str) and len(arguments) == 1:
         return raw
-    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    written = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(original, str) and original != written and _same_json(original, arguments):
+        return original
+    return written
+
+
+def _same_json(text: str, arguments: Mapping[str, Any]) -> bool:
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return False
+    # sort_keys and exact dumps: 1 == 1.0 == True in Python, but not in the text a provider reads.
+    return json.dumps(parsed, sort_keys=True) == json.dumps(arguments, sort_keys=True)
+
+
+def original_arguments_text(text: Any, arguments: Mapping[str, Any]) -> str | None:
+    """``text`` when it parsed into ``arguments`` but is not what :func:`arguments_to_text` would write."""
+    if not isinstance(text, str) or RAW_ARGUMENTS_KEY in arguments:
+        return None
+    written = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    return None if text == written else text
 
 
 def arguments_object(arguments: Mapping[str, Any], path: str) -> dict[str, Any]:
@@ -150,6 +234,8 @@ class MessageFactory:
         self.entry_prefix = entry_prefix
         self.messages: list[CanonicalMessage] = []
         self.tool_names: dict[str, str] = {}
+        # Keys of the tool calls being read that the block does not model, by call id (Anthropic).
+        self.call_fields: dict[str, dict[str, Any]] = {}
 
     def add(
         self,

@@ -17,7 +17,10 @@ from ds4_context_core._history._model import (
 )
 
 from ._common import (
+    ARGUMENTS_TEXT_MARK,
+    CUSTOM_CALLS_MARK,
     PARTS_MARK,
+    RAW_ARGUMENTS_KEY,
     MessageFactory,
     arguments_from_text,
     arguments_to_text,
@@ -27,17 +30,22 @@ from ._common import (
     fields_of,
     is_fields,
     opaque,
+    original_arguments_text,
     own_opaque,
     parse_data_url,
+    plain_items,
     reference_text,
     require_mapping,
     require_str,
+    shape,
 )
 
 __all__ = ["from_openai_chat", "from_openai_responses", "to_openai_chat", "to_openai_responses"]
 
 CHAT: Final = "openai-chat"
 RESPONSES: Final = "openai-responses"
+# Chat and Responses results have no error flag: a failed result's text starts with this instead.
+ERROR_PREFIX: Final = "Error: "
 
 
 # ---------------------------------------------------------------- Chat Completions
@@ -46,12 +54,12 @@ RESPONSES: Final = "openai-responses"
 def _chat_part(part: Mapping[str, Any], path: str) -> CanonicalBlock:
     """One part of a list-of-parts content value; a part we do not model is kept whole as opaque."""
     kind = part.get("type")
-    if kind == "text" and set(part) == {"type", "text"}:
+    if kind == "text" and shape(part) == {"type", "text"}:
         return TextBlock(text=require_str(part["text"], f"{path}.text", "interop-content-invalid"))
     image = part.get("image_url")
-    if kind == "image_url" and set(part) == {"type", "image_url"} and isinstance(image, Mapping):
+    if kind == "image_url" and shape(part) == {"type", "image_url"} and isinstance(image, Mapping):
         parsed = parse_data_url(image.get("url"))
-        if parsed is not None and set(image) == {"url"}:
+        if parsed is not None and shape(image) == {"url"}:
             return ImageBlock(mime_type=parsed[0], data=parsed[1])
     return opaque(CHAT, part)
 
@@ -68,6 +76,27 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+def _chat_call(call: Mapping[str, Any], path: str) -> tuple[ToolCallBlock, str | None, bool] | None:
+    """A function or custom tool call, its original argument text (when we would write another) and
+    whether it was custom; None for a call type we do not model (kept whole)."""
+    kind = call.get("type") or "function"
+    body = call.get(kind) if kind in ("function", "custom") else None
+    if not isinstance(body, Mapping):
+        return None
+    call_id = require_str(call.get("id"), f"{path}.id", "interop-tool-call-invalid")
+    name = require_str(body.get("name"), f"{path}.{kind}.name", "interop-tool-call-invalid")
+    if kind == "custom":
+        text = require_str(body.get("input", ""), f"{path}.custom.input", "interop-tool-call-invalid")
+        return ToolCallBlock(id=call_id, name=name, arguments={RAW_ARGUMENTS_KEY: text}), None, True
+    text = body.get("arguments", "{}")
+    arguments = arguments_from_text(text, f"{path}.function.arguments")
+    return (
+        ToolCallBlock(id=call_id, name=name, arguments=arguments),
+        original_arguments_text(text, arguments),
+        False,
+    )
+
+
 def from_openai_chat(
     messages: Iterable[Mapping[str, Any]],
     *,
@@ -75,11 +104,12 @@ def from_openai_chat(
     runtime_id: str | None = "interop",
     entry_prefix: str = "",
 ) -> tuple[CanonicalMessage, ...]:
-    """Chat Completions ``messages`` (dicts) to canonical messages; ``tool`` messages link to their calls."""
+    """Chat Completions ``messages`` (dicts or SDK objects such as ``ChatCompletionMessage``) to canonical
+    messages; ``tool`` messages link to their calls, function and custom tool calls alike."""
     factory = MessageFactory(
         fmt=CHAT, session_id=session_id, runtime_id=runtime_id, entry_prefix=entry_prefix
     )
-    for index, raw in enumerate(messages):
+    for index, raw in enumerate(plain_items(messages)):
         path = f"$[{index}]"
         message = require_mapping(raw, path)
         role = message.get("role")
@@ -102,27 +132,29 @@ def from_openai_chat(
             calls = message.get("tool_calls") or []
             if not isinstance(calls, list):
                 raise fail("interop-tool-call-invalid", "tool_calls must be a list", f"{path}.tool_calls")
+            texts: dict[str, str] = {}
+            custom: list[str] = []
             for number, raw_call in enumerate(calls):
                 call_path = f"{path}.tool_calls[{number}]"
-                call = require_mapping(raw_call, call_path, "interop-tool-call-invalid")
-                function = call.get("function")
-                if call.get("type", "function") != "function" or not isinstance(function, Mapping):
-                    blocks.append(opaque(CHAT, {"type": "tool_call", "call": dict(call)}))
-                    continue
-                blocks.append(
-                    ToolCallBlock(
-                        id=require_str(call.get("id"), f"{call_path}.id", "interop-tool-call-invalid"),
-                        name=require_str(
-                            function.get("name"), f"{call_path}.function.name", "interop-tool-call-invalid"
-                        ),
-                        arguments=arguments_from_text(
-                            function.get("arguments", "{}"), f"{call_path}.function.arguments"
-                        ),
-                    )
+                call = _chat_call(
+                    require_mapping(raw_call, call_path, "interop-tool-call-invalid"), call_path
                 )
+                if call is None:
+                    blocks.append(opaque(CHAT, {"type": "tool_call", "call": dict(raw_call)}))
+                    continue
+                block, text, is_custom = call
+                blocks.append(block)
+                if text is not None:
+                    texts[block.id] = text
+                if is_custom:
+                    custom.append(block.id)
             fields = {k: v for k, v in message.items() if k not in ("role", "content", "tool_calls")}
             if as_parts:
                 fields[PARTS_MARK] = True
+            if texts:
+                fields[ARGUMENTS_TEXT_MARK] = texts
+            if custom:
+                fields[CUSTOM_CALLS_MARK] = custom
             factory.add("assistant", blocks, fields=fields)
         elif role == "tool":
             call_id = require_str(
@@ -176,6 +208,23 @@ def _chat_content(
     return parts
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _ids(value: Any) -> frozenset[str]:
+    return (
+        frozenset(item for item in value if isinstance(item, str)) if isinstance(value, list) else frozenset()
+    )
+
+
+def error_text(result: ToolResultBlock) -> str:
+    """A failed result's text for formats without an error flag: the model still reads that it failed."""
+    if not result.is_error or result.content.startswith(ERROR_PREFIX):
+        return result.content
+    return ERROR_PREFIX + result.content
+
+
 def to_openai_chat(messages: Iterable[CanonicalMessage], *, strict: bool = False) -> list[dict[str, Any]]:
     """Canonical messages to Chat Completions ``messages``. Thinking is not sent (Chat has no place for
     it); opaque blocks of other formats are skipped, or raise ``interop-block-unsupported`` if ``strict``.
@@ -184,6 +233,8 @@ def to_openai_chat(messages: Iterable[CanonicalMessage], *, strict: bool = False
     for message in messages:
         fields = fields_of(message, CHAT)
         as_parts = bool(fields.pop(PARTS_MARK, False))
+        texts = _mapping(fields.pop(ARGUMENTS_TEXT_MARK, None))
+        custom = _ids(fields.pop(CUSTOM_CALLS_MARK, None))
         blocks = [block for block in message.blocks if not is_fields(block, CHAT)]
         results = [block for block in blocks if type(block) is ToolResultBlock]
         rest = [block for block in blocks if type(block) not in (ToolResultBlock, ThinkingBlock)]
@@ -191,7 +242,7 @@ def to_openai_chat(messages: Iterable[CanonicalMessage], *, strict: bool = False
             entry: dict[str, Any] = {
                 "role": "tool",
                 "tool_call_id": result.tool_call_id,
-                "content": result.content,
+                "content": error_text(result),
             }
             if "content" in fields and len(results) == 1:
                 entry["content"] = fields.pop("content")
@@ -206,8 +257,13 @@ def to_openai_chat(messages: Iterable[CanonicalMessage], *, strict: bool = False
             for block in rest:
                 original = own_opaque(block, CHAT)
                 if type(block) is ToolCallBlock:
-                    function = {"name": block.name, "arguments": arguments_to_text(block.arguments)}
-                    tool_calls.append({"id": block.id, "type": "function", "function": function})
+                    text = arguments_to_text(block.arguments, texts.get(block.id))
+                    if block.id in custom:
+                        body = {"name": block.name, "input": text}
+                        tool_calls.append({"id": block.id, "type": "custom", "custom": body})
+                    else:
+                        function = {"name": block.name, "arguments": text}
+                        tool_calls.append({"id": block.id, "type": "function", "function": function})
                 elif (
                     original is not None
                     and original.get("type") == "tool_call"
@@ -219,6 +275,8 @@ def to_openai_chat(messages: Iterable[CanonicalMessage], *, strict: bool = False
             content = _chat_content(others, as_parts, strict)
             # Chat writes "no text" as null; an empty string only when the history had one.
             has_text = any(type(block) is TextBlock for block in others)
+            if not (content or as_parts or has_text or tool_calls):
+                continue  # only thinking or another format's items: Chat has no place for them
             entry = {"role": "assistant", "content": content if (content or as_parts or has_text) else None}
             if tool_calls:
                 entry["tool_calls"] = tool_calls
@@ -228,6 +286,8 @@ def to_openai_chat(messages: Iterable[CanonicalMessage], *, strict: bool = False
                 "role": "system" if role == "system" else ("developer" if role == "developer" else "user")
             }
             entry["content"] = _chat_content(rest, as_parts, strict)
+            if not (entry["content"] or as_parts or any(type(block) is TextBlock for block in rest)):
+                continue  # nothing this format can carry (another format's items only)
         entry.update(fields)
         out.append(entry)
     return out
@@ -240,15 +300,42 @@ _ASSISTANT_ITEMS: Final = ("reasoning",)
 
 def _responses_part(part: Mapping[str, Any], path: str) -> CanonicalBlock:
     kind = part.get("type")
-    if kind == "input_text" and set(part) == {"type", "text"}:
+    if kind == "input_text" and shape(part) == {"type", "text"}:
         return TextBlock(text=require_str(part["text"], f"{path}.text", "interop-content-invalid"))
-    if kind == "output_text" and set(part) <= {"type", "text", "annotations"} and not part.get("annotations"):
+    if (
+        kind == "output_text"
+        and shape(part) <= {"type", "text", "annotations"}
+        and not part.get("annotations")
+    ):
         return TextBlock(text=require_str(part["text"], f"{path}.text", "interop-content-invalid"))
-    if kind == "input_image" and set(part) == {"type", "image_url", "detail"} and part["detail"] == "auto":
+    if kind == "input_image" and shape(part) == {"type", "image_url", "detail"} and part["detail"] == "auto":
         parsed = parse_data_url(part["image_url"])
         if parsed is not None:
             return ImageBlock(mime_type=parsed[0], data=parsed[1])
     return opaque(RESPONSES, part)
+
+
+def _responses_call(
+    item: Mapping[str, Any], path: str, *, custom: bool
+) -> tuple[ToolCallBlock, dict[str, Any]]:
+    """A ``function_call`` or ``custom_tool_call`` item and the keys to keep for writing it back."""
+    key = "input" if custom else "arguments"
+    text = item.get(key, "" if custom else "{}")
+    if custom:
+        arguments = {RAW_ARGUMENTS_KEY: require_str(text, f"{path}.input", "interop-tool-call-invalid")}
+    else:
+        arguments = arguments_from_text(text, f"{path}.arguments")
+    call = ToolCallBlock(
+        id=require_str(item.get("call_id"), f"{path}.call_id", "interop-tool-call-invalid"),
+        name=require_str(item.get("name"), f"{path}.name", "interop-tool-call-invalid"),
+        arguments=arguments,
+    )
+    call_fields = {k: v for k, v in item.items() if k not in ("type", "call_id", "name", key)}
+    if custom:
+        call_fields[CUSTOM_CALLS_MARK] = True
+    elif (original := original_arguments_text(text, arguments)) is not None:
+        call_fields[ARGUMENTS_TEXT_MARK] = original
+    return call, call_fields
 
 
 def from_openai_responses(
@@ -277,21 +364,14 @@ def from_openai_responses(
             pending_calls.clear()
             pending_fields.clear()
 
-    for index, raw in enumerate(items):
+    for index, raw in enumerate(plain_items(items)):
         path = f"$[{index}]"
         item = require_mapping(raw, path)
-        kind = item.get("type", "message" if "role" in item else None)
-        if kind == "function_call":
-            pending_calls.append(
-                ToolCallBlock(
-                    id=require_str(item.get("call_id"), f"{path}.call_id", "interop-tool-call-invalid"),
-                    name=require_str(item.get("name"), f"{path}.name", "interop-tool-call-invalid"),
-                    arguments=arguments_from_text(item.get("arguments", "{}"), f"{path}.arguments"),
-                )
-            )
-            pending_fields.append(
-                {k: v for k, v in item.items() if k not in ("type", "call_id", "name", "arguments")}
-            )
+        kind = item.get("type") or ("message" if "role" in item else None)
+        if kind in ("function_call", "custom_tool_call"):
+            call, call_fields = _responses_call(item, path, custom=kind == "custom_tool_call")
+            pending_calls.append(call)
+            pending_fields.append(call_fields)
             continue
         flush()
         if kind == "message":
@@ -309,7 +389,7 @@ def from_openai_responses(
                 fields=fields,
                 original_role="developer" if role == "developer" else None,
             )
-        elif kind == "function_call_output":
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             call_id = require_str(item.get("call_id"), f"{path}.call_id", "interop-tool-result-invalid")
             output = item.get("output")
             if not isinstance(output, str | list):
@@ -317,6 +397,8 @@ def from_openai_responses(
                     "interop-tool-result-invalid", "output must be a string or a list", f"{path}.output"
                 )
             fields = {k: v for k, v in item.items() if k not in ("type", "call_id", "output")}
+            if kind == "custom_tool_call_output":
+                fields[CUSTOM_CALLS_MARK] = True
             text = output if isinstance(output, str) else _responses_output_text(output)
             if isinstance(output, list):
                 fields["output"] = output
@@ -382,24 +464,28 @@ def to_openai_responses(
         as_parts = bool(fields.pop(PARTS_MARK, False))
         blocks = [block for block in message.blocks if not is_fields(block, RESPONSES)]
         whole_items = [own_opaque(block, RESPONSES) for block in blocks]
+        # An item kept whole (reasoning, web_search_call, ...) has no fields block; a message item always
+        # has one (its list of parts, or its type), even when its only part is kept opaque.
         if (
             len(blocks) == 1
+            and len(message.blocks) == 1
             and whole_items[0] is not None
             and "role" not in whole_items[0]
             and message.role != "user"
         ):
-            out.append(whole_items[0])  # an item kept whole (reasoning, web_search_call, ...)
+            out.append(whole_items[0])
             continue
         results = [block for block in blocks if type(block) is ToolResultBlock]
         calls = [block for block in blocks if type(block) is ToolCallBlock]
         rest = [
             block for block in blocks if type(block) not in (ToolResultBlock, ToolCallBlock, ThinkingBlock)
         ]
+        custom_output = bool(fields.pop(CUSTOM_CALLS_MARK, False))
         for result in results:
             item: dict[str, Any] = {
-                "type": "function_call_output",
+                "type": "custom_tool_call_output" if custom_output else "function_call_output",
                 "call_id": result.tool_call_id,
-                "output": result.content,
+                "output": error_text(result),
             }
             if len(results) == 1:
                 item.update(fields)
@@ -409,20 +495,23 @@ def to_openai_responses(
         role = "developer" if message.provenance.original_role == "developer" else message.role
         role = role if role in ("user", "system", "developer", "assistant") else "user"
         content = _responses_content(rest, role == "assistant", as_parts, strict)
-        if content or as_parts or not calls or any(type(block) is TextBlock for block in rest):
+        has_text = any(type(block) is TextBlock for block in rest)
+        if not (content or as_parts or has_text or calls):
+            continue  # nothing this format can carry (thinking, another format's items only)
+        if content or as_parts or not calls or has_text:
             entry: dict[str, Any] = {"role": role, "content": content}
             entry.update({k: v for k, v in fields.items() if k != "callFields"})
             out.append(entry)
         stored = fields.get("callFields")
         call_fields: list[Any] = stored if isinstance(stored, list) else []
         for number, call in enumerate(calls):
-            item = {
-                "type": "function_call",
-                "call_id": call.id,
-                "name": call.name,
-                "arguments": arguments_to_text(call.arguments),
-            }
-            if number < len(call_fields) and isinstance(call_fields[number], Mapping):
-                item.update(call_fields[number])
+            stored_call = call_fields[number] if number < len(call_fields) else None
+            extra = dict(stored_call) if isinstance(stored_call, Mapping) else {}
+            text = arguments_to_text(call.arguments, extra.pop(ARGUMENTS_TEXT_MARK, None))
+            if extra.pop(CUSTOM_CALLS_MARK, False):
+                item = {"type": "custom_tool_call", "call_id": call.id, "name": call.name, "input": text}
+            else:
+                item = {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": text}
+            item.update(extra)
             out.append(item)
     return out
