@@ -224,6 +224,10 @@ def reference_text(block: CanonicalBlock) -> str | None:
     return None
 
 
+_ATOMIC_FLAGS: Final = MessageFlags(atomic=True)
+_NO_FLAGS: Final = MessageFlags()
+
+
 class MessageFactory:
     """Makes canonical messages with deterministic ids and provenance for one converted history."""
 
@@ -234,6 +238,7 @@ class MessageFactory:
         self.entry_prefix = entry_prefix
         self.messages: list[CanonicalMessage] = []
         self.tool_names: dict[str, str] = {}
+        self._source: Final = "runtime-session" if runtime_id is not None else "pi-session"
         # Keys of the tool calls being read that the block does not model, by call id (Anthropic).
         self.call_fields: dict[str, dict[str, Any]] = {}
 
@@ -245,28 +250,33 @@ class MessageFactory:
         fields: Mapping[str, Any] | None = None,
         original_role: str | None = None,
     ) -> None:
-        all_blocks = list(blocks)
+        all_blocks = tuple(blocks)
         if fields:
-            all_blocks.append(OpaqueProviderBlock(original_type=f"{self.fmt}:fields", value=dict(fields)))
+            fields_block = OpaqueProviderBlock(original_type=f"{self.fmt}:fields", value=dict(fields))
+            all_blocks = (*all_blocks, fields_block)
         entry_id = f"{self.entry_prefix}{len(self.messages):06d}"
+        atomic = False
         for block in all_blocks:
-            if type(block) is ToolCallBlock:
-                self.tool_names[block.id] = block.name
-        atomic = any(type(block) in (ToolCallBlock, ToolResultBlock) for block in all_blocks)
+            kind = type(block)
+            if kind is ToolCallBlock:
+                self.tool_names[block.id] = block.name  # type: ignore[union-attr]
+                atomic = True
+            elif kind is ToolResultBlock:
+                atomic = True
         self.messages.append(
             CanonicalMessage(
                 id=f"{self.session_id}:{entry_id}",
                 source_entry_id=entry_id,
                 role=role,
-                blocks=tuple(all_blocks),
+                blocks=all_blocks,
                 provenance=Provenance(
-                    source="runtime-session" if self.runtime_id is not None else "pi-session",
+                    source=self._source,
                     session_id=self.session_id,
                     entry_id=entry_id,
                     original_role=original_role,
                     runtime_id=self.runtime_id,
                 ),
-                flags=MessageFlags(atomic=True) if atomic else MessageFlags(),
+                flags=_ATOMIC_FLAGS if atomic else _NO_FLAGS,  # frozen: one instance serves every message
             )
         )
 

@@ -97,6 +97,71 @@ def _chat_call(call: Mapping[str, Any], path: str) -> tuple[ToolCallBlock, str |
     )
 
 
+def read_chat_message(factory: MessageFactory, raw: Any, path: str) -> None:
+    """Add one plain Chat Completions message to ``factory``."""
+    message = require_mapping(raw, path)
+    role = message.get("role")
+    if role in ("system", "developer", "user"):
+        blocks, as_parts = content_blocks(message.get("content"), f"{path}.content", _chat_part)
+        fields = {k: v for k, v in message.items() if k not in ("role", "content")}
+        if as_parts:
+            fields[PARTS_MARK] = True
+        factory.add(
+            "user" if role == "user" else "system",
+            blocks,
+            fields=fields,
+            original_role="developer" if role == "developer" else None,
+        )
+    elif role == "assistant":
+        content = message.get("content")
+        blocks, as_parts = (
+            ([], False) if content is None else content_blocks(content, f"{path}.content", _chat_part)
+        )
+        calls = message.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise fail("interop-tool-call-invalid", "tool_calls must be a list", f"{path}.tool_calls")
+        texts: dict[str, str] = {}
+        custom: list[str] = []
+        for number, raw_call in enumerate(calls):
+            call_path = f"{path}.tool_calls[{number}]"
+            call = _chat_call(require_mapping(raw_call, call_path, "interop-tool-call-invalid"), call_path)
+            if call is None:
+                blocks.append(opaque(CHAT, {"type": "tool_call", "call": dict(raw_call)}))
+                continue
+            block, text, is_custom = call
+            blocks.append(block)
+            if text is not None:
+                texts[block.id] = text
+            if is_custom:
+                custom.append(block.id)
+        fields = {k: v for k, v in message.items() if k not in ("role", "content", "tool_calls")}
+        if as_parts:
+            fields[PARTS_MARK] = True
+        if texts:
+            fields[ARGUMENTS_TEXT_MARK] = texts
+        if custom:
+            fields[CUSTOM_CALLS_MARK] = custom
+        factory.add("assistant", blocks, fields=fields)
+    elif role == "tool":
+        call_id = require_str(
+            message.get("tool_call_id"), f"{path}.tool_call_id", "interop-tool-result-invalid"
+        )
+        content = message.get("content")
+        if not isinstance(content, str | list):
+            raise fail(
+                "interop-tool-result-invalid", "tool content must be a string or parts", f"{path}.content"
+            )
+        fields = {k: v for k, v in message.items() if k not in ("role", "content", "tool_call_id")}
+        if isinstance(content, list):
+            fields["content"] = content  # restored verbatim on export; the block holds its text
+        result = ToolResultBlock(
+            tool_call_id=call_id, tool_name=factory.tool_name(call_id), content=_text_of(content)
+        )
+        factory.add("tool", [result], fields=fields)
+    else:
+        raise fail("interop-role-unknown", "unknown chat message role", f"{path}.role")
+
+
 def from_openai_chat(
     messages: Iterable[Mapping[str, Any]],
     *,
@@ -110,70 +175,7 @@ def from_openai_chat(
         fmt=CHAT, session_id=session_id, runtime_id=runtime_id, entry_prefix=entry_prefix
     )
     for index, raw in enumerate(plain_items(messages)):
-        path = f"$[{index}]"
-        message = require_mapping(raw, path)
-        role = message.get("role")
-        if role in ("system", "developer", "user"):
-            blocks, as_parts = content_blocks(message.get("content"), f"{path}.content", _chat_part)
-            fields = {k: v for k, v in message.items() if k not in ("role", "content")}
-            if as_parts:
-                fields[PARTS_MARK] = True
-            factory.add(
-                "user" if role == "user" else "system",
-                blocks,
-                fields=fields,
-                original_role="developer" if role == "developer" else None,
-            )
-        elif role == "assistant":
-            content = message.get("content")
-            blocks, as_parts = (
-                ([], False) if content is None else content_blocks(content, f"{path}.content", _chat_part)
-            )
-            calls = message.get("tool_calls") or []
-            if not isinstance(calls, list):
-                raise fail("interop-tool-call-invalid", "tool_calls must be a list", f"{path}.tool_calls")
-            texts: dict[str, str] = {}
-            custom: list[str] = []
-            for number, raw_call in enumerate(calls):
-                call_path = f"{path}.tool_calls[{number}]"
-                call = _chat_call(
-                    require_mapping(raw_call, call_path, "interop-tool-call-invalid"), call_path
-                )
-                if call is None:
-                    blocks.append(opaque(CHAT, {"type": "tool_call", "call": dict(raw_call)}))
-                    continue
-                block, text, is_custom = call
-                blocks.append(block)
-                if text is not None:
-                    texts[block.id] = text
-                if is_custom:
-                    custom.append(block.id)
-            fields = {k: v for k, v in message.items() if k not in ("role", "content", "tool_calls")}
-            if as_parts:
-                fields[PARTS_MARK] = True
-            if texts:
-                fields[ARGUMENTS_TEXT_MARK] = texts
-            if custom:
-                fields[CUSTOM_CALLS_MARK] = custom
-            factory.add("assistant", blocks, fields=fields)
-        elif role == "tool":
-            call_id = require_str(
-                message.get("tool_call_id"), f"{path}.tool_call_id", "interop-tool-result-invalid"
-            )
-            content = message.get("content")
-            if not isinstance(content, str | list):
-                raise fail(
-                    "interop-tool-result-invalid", "tool content must be a string or parts", f"{path}.content"
-                )
-            fields = {k: v for k, v in message.items() if k not in ("role", "content", "tool_call_id")}
-            if isinstance(content, list):
-                fields["content"] = content  # restored verbatim on export; the block holds its text
-            result = ToolResultBlock(
-                tool_call_id=call_id, tool_name=factory.tool_name(call_id), content=_text_of(content)
-            )
-            factory.add("tool", [result], fields=fields)
-        else:
-            raise fail("interop-role-unknown", "unknown chat message role", f"{path}.role")
+        read_chat_message(factory, raw, f"$[{index}]")
     return tuple(factory.messages)
 
 

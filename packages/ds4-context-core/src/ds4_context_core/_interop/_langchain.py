@@ -1,0 +1,180 @@
+"""LangChain messages <-> canonical messages, and planning a LangChain history in one call.
+
+LangChain is imported on first use (``pip install "ds4-context-core[langchain]"``); without it each
+function raises :class:`MissingExtraError` naming the extra. The conversion goes through LangChain's own
+OpenAI Chat converters, so every content shape LangChain knows crosses, and adds what those drop: a
+``ToolMessage`` with ``status="error"`` stays an error result, and back.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import msgspec
+
+from ds4_context_core._exceptions import MissingExtraError
+from ds4_context_core._history._model import (
+    CanonicalMessage,
+    ModelDescriptor,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+from ._common import MessageFactory, plain_value
+from ._openai import CHAT, read_chat_message, to_openai_chat
+
+__all__ = ["LangChainPlan", "from_langchain", "plan_langchain", "to_langchain", "trim_langchain"]
+
+# Plan items that are the history's own message, unchanged: the caller's object is handed back.
+_UNCHANGED_KINDS = frozenset({"message", "current-request", "pin"})
+
+
+def _messages_module() -> ModuleType:
+    try:
+        # import_module, not an import statement: it honours a module blocked in sys.modules.
+        return importlib.import_module("langchain_core.messages")  # optional, imported on first use
+    except ImportError:
+        raise MissingExtraError("langchain", "ds4-context-core", "langchain_core") from None
+
+
+def from_langchain(messages: Iterable[Any], *, session_id: str = "langchain") -> tuple[CanonicalMessage, ...]:
+    """LangChain ``BaseMessage`` objects (or what ``convert_to_messages`` accepts) to canonical messages.
+
+    The n-th canonical message is the n-th LangChain message; tool calls keep their ids and pair with
+    their ``ToolMessage`` results.
+    """
+    return _from_langchain(_messages_module(), _as_base_messages(messages), session_id)
+
+
+def _as_base_messages(messages: Iterable[Any]) -> list[Any]:
+    lc = _messages_module()
+    listed = list(messages)
+    if all(isinstance(message, lc.BaseMessage) for message in listed):
+        return listed
+    return list(lc.convert_to_messages(listed))
+
+
+def _from_langchain(lc: ModuleType, messages: list[Any], session_id: str) -> tuple[CanonicalMessage, ...]:
+    factory = MessageFactory(fmt=CHAT, session_id=session_id, runtime_id="interop", entry_prefix="")
+    for index, message in enumerate(messages):
+        if not _read_simple(factory, message):
+            # Parts, names, provider kwargs: LangChain's own converter knows every shape it makes.
+            (chat,) = lc.convert_to_openai_messages([message])
+            read_chat_message(factory, plain_value(chat), f"$[{index}]")
+            if message.type == "tool" and getattr(message, "status", None) == "error":
+                factory.messages[-1] = _with_errors(factory.messages[-1])
+    return tuple(factory.messages)
+
+
+def _read_simple(factory: MessageFactory, message: Any) -> bool:
+    """Add a message of plain text (and tool calls) directly; False for any other shape."""
+    content = message.content
+    if not isinstance(content, str) or message.additional_kwargs or getattr(message, "name", None):
+        return False
+    kind = message.type
+    if kind in ("human", "system"):
+        factory.add("user" if kind == "human" else "system", [TextBlock(text=content)])
+    elif kind == "ai":
+        if message.invalid_tool_calls:
+            return False
+        calls = [
+            ToolCallBlock(id=call["id"], name=call["name"], arguments=dict(call["args"]))
+            for call in message.tool_calls
+        ]
+        if any(not call.id for call in calls):
+            return False
+        factory.add("assistant", [TextBlock(text=content), *calls] if calls else [TextBlock(text=content)])
+    elif kind == "tool":
+        result = ToolResultBlock(
+            tool_call_id=message.tool_call_id,
+            tool_name=factory.tool_name(message.tool_call_id),
+            content=content,
+            is_error=message.status == "error",
+        )
+        factory.add("tool", [result])
+    else:
+        return False
+    return True
+
+
+def _with_errors(message: CanonicalMessage) -> CanonicalMessage:
+    blocks = tuple(
+        msgspec.structs.replace(block, is_error=True) if type(block) is ToolResultBlock else block
+        for block in message.blocks
+    )
+    return msgspec.structs.replace(message, blocks=blocks)
+
+
+def to_langchain(messages: Iterable[CanonicalMessage]) -> list[Any]:
+    """Canonical messages to LangChain ``BaseMessage`` objects (an error result is a ``ToolMessage``
+    with ``status="error"``)."""
+    lc = _messages_module()
+    out: list[Any] = []
+    for message in messages:
+        errors = {
+            block.tool_call_id
+            for block in message.blocks
+            if type(block) is ToolResultBlock and block.is_error
+        }
+        for converted in lc.convert_to_messages(to_openai_chat([message])):
+            if errors and getattr(converted, "tool_call_id", None) in errors:
+                converted.status = "error"
+            out.append(converted)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LangChainPlan:
+    """What :func:`plan_langchain` planned: the LangChain messages to send and the plan behind them."""
+
+    messages: list[Any]
+    plan: Any  # a ds4_context_core.planner.ContextPlan (typed loosely: the planner loads lazily)
+
+
+def plan_langchain(
+    messages: Sequence[Any],
+    *,
+    model: ModelDescriptor,
+    fixed_tokens: int = 0,
+    config: Mapping[str, Any] | None = None,
+    state: Any = None,
+    session_id: str = "langchain",
+) -> LangChainPlan:
+    """Plan a LangChain history for one model call.
+
+    Leading system messages are always kept, in front, and counted against the budget; every message the
+    plan keeps unchanged is the caller's own object (ids, metadata and all); trimmed results and receipts
+    are new messages. A fallback plan (``plan.ok`` false) is returned as the planner gives it.
+    """
+    from ds4_context_core.planner import plan_context  # noqa: PLC0415 - the planner loads pydantic
+    from ds4_context_core.tokens import estimate_message_tokens  # noqa: PLC0415
+
+    lc = _messages_module()
+    originals = _as_base_messages(messages)
+    lead = 0
+    while lead < len(originals) and getattr(originals[lead], "type", None) == "system":
+        lead += 1
+    history = _from_langchain(lc, originals, session_id)
+    system_tokens = sum(estimate_message_tokens(message) for message in history[:lead])
+    plan = plan_context(
+        history[lead:], model=model, fixed_tokens=fixed_tokens + system_tokens, config=config, state=state
+    )
+    rest = history[lead:]
+    out: list[Any] = list(originals[:lead])
+    for item, planned in zip(plan.items, plan.messages, strict=True):
+        index = item.original_index
+        if item.kind in _UNCHANGED_KINDS and index is not None and rest[index] == planned:
+            out.append(originals[lead + index])
+        else:
+            out.extend(to_langchain([planned]))
+    return LangChainPlan(messages=out, plan=plan)
+
+
+def trim_langchain(messages: Sequence[Any], *, model: ModelDescriptor, fixed_tokens: int = 0) -> list[Any]:
+    """The LangChain messages to send for ``model``: :func:`plan_langchain` without the plan."""
+    return plan_langchain(messages, model=model, fixed_tokens=fixed_tokens).messages
