@@ -12,7 +12,7 @@ stay in one assistant message. Parts we do not model are kept whole as ``OpaqueP
 from __future__ import annotations
 
 from ._exports import adopt_public_names
-from ._interop._anthropic import from_anthropic_messages, to_anthropic_messages
+from ._interop._anthropic import AnthropicPayload, from_anthropic_messages, to_anthropic_messages
 from ._interop._common import INTEROP_ERROR_CODES, INTEROP_FORMATS, RAW_ARGUMENTS_KEY
 from ._interop._openai import from_openai_chat, from_openai_responses, to_openai_chat, to_openai_responses
 
@@ -20,6 +20,7 @@ __all__ = [
     "INTEROP_ERROR_CODES",
     "INTEROP_FORMATS",
     "RAW_ARGUMENTS_KEY",
+    "AnthropicPayload",
     "from_anthropic_messages",
     "from_openai_chat",
     "from_openai_responses",

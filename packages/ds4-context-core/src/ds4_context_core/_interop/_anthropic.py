@@ -9,7 +9,7 @@ markers are transport hints and are not kept: the host sets cache points when it
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, NotRequired, TypedDict, cast
 
 from ds4_context_core._history._model import (
     CanonicalBlock,
@@ -41,7 +41,18 @@ from ._common import (
     shape,
 )
 
-__all__ = ["from_anthropic_messages", "to_anthropic_messages"]
+if TYPE_CHECKING:  # the SDK's own request types, so SDK calls type-check without a cast; never imported
+    from anthropic.types import MessageParam, TextBlockParam
+
+__all__ = ["AnthropicPayload", "from_anthropic_messages", "to_anthropic_messages"]
+
+
+class AnthropicPayload(TypedDict):
+    """What :func:`to_anthropic_messages` returns: ``client.messages.create(..., **payload)`` type-checks."""
+
+    messages: list[MessageParam]
+    system: NotRequired[str | list[TextBlockParam]]
+
 
 ANTHROPIC: Final = "anthropic"
 _RESULT_CONTENT: Final = "toolResultContent"
@@ -238,7 +249,7 @@ def _part(
     return None
 
 
-def to_anthropic_messages(messages: Iterable[CanonicalMessage], *, strict: bool = False) -> dict[str, Any]:
+def to_anthropic_messages(messages: Iterable[CanonicalMessage], *, strict: bool = False) -> AnthropicPayload:
     """Canonical messages to ``{"system": ..., "messages": [...]}`` (``system`` omitted when there is none).
 
     System messages anywhere in the history go to the top-level ``system``; tool messages become user
@@ -297,4 +308,4 @@ def to_anthropic_messages(messages: Iterable[CanonicalMessage], *, strict: bool 
         else:
             payload["system"] = system_parts
     payload["messages"] = out
-    return payload
+    return cast("AnthropicPayload", payload)  # plain dicts of exactly those shapes

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from ds4_context_core._history._model import (
     CanonicalBlock,
@@ -39,6 +39,10 @@ from ._common import (
     require_str,
     shape,
 )
+
+if TYPE_CHECKING:  # the SDKs' own request types, so SDK calls type-check without a cast; never imported
+    from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.responses import ResponseInputItemParam
 
 __all__ = ["from_openai_chat", "from_openai_responses", "to_openai_chat", "to_openai_responses"]
 
@@ -227,7 +231,9 @@ def error_text(result: ToolResultBlock) -> str:
     return ERROR_PREFIX + result.content
 
 
-def to_openai_chat(messages: Iterable[CanonicalMessage], *, strict: bool = False) -> list[dict[str, Any]]:
+def to_openai_chat(
+    messages: Iterable[CanonicalMessage], *, strict: bool = False
+) -> list[ChatCompletionMessageParam]:
     """Canonical messages to Chat Completions ``messages``. Thinking is not sent (Chat has no place for
     it); opaque blocks of other formats are skipped, or raise ``interop-block-unsupported`` if ``strict``.
     """
@@ -292,7 +298,7 @@ def to_openai_chat(messages: Iterable[CanonicalMessage], *, strict: bool = False
                 continue  # nothing this format can carry (another format's items only)
         entry.update(fields)
         out.append(entry)
-    return out
+    return cast("list[ChatCompletionMessageParam]", out)  # plain dicts of exactly those shapes
 
 
 # ---------------------------------------------------------------- Responses input items
@@ -455,7 +461,7 @@ def _responses_content(
 
 def to_openai_responses(
     messages: Iterable[CanonicalMessage], *, strict: bool = False
-) -> list[dict[str, Any]]:
+) -> list[ResponseInputItemParam]:
     """Canonical messages to Responses input items (``message``, ``function_call``, ``function_call_output``
     and the opaque items kept from an earlier conversion). Thinking is not sent; foreign opaque blocks are
     skipped, or raise ``interop-block-unsupported`` if ``strict``.
@@ -516,4 +522,4 @@ def to_openai_responses(
                 item = {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": text}
             item.update(extra)
             out.append(item)
-    return out
+    return cast("list[ResponseInputItemParam]", out)  # plain dicts of exactly those shapes
