@@ -33,7 +33,13 @@ TEST_REQUIREMENTS = ("pytest>=8", "hypothesis>=6.100", "trio>=0.25", "pytest-tim
 # Peers used only by a package's tests (never by the package itself).
 EXTRA_TEST_REQUIREMENTS: dict[str, tuple[str, ...]] = {
     # Interop is checked against the SDKs' own request types and LangChain's message classes.
-    "ds4-context-core": ("openai>=1.40", "anthropic>=0.34", "langchain-core>=0.3"),
+    # The framework integrations are tested against the real frameworks.
+    "ds4-context-core": (
+        "openai>=1.40",
+        "anthropic>=0.34",
+        "langchain-core>=0.3",
+        "pydantic-ai-slim>=1.0",
+    ),
     "ds4-context-engine": ("openai>=1.40", "anthropic>=0.34"),
 }
 # The installed-artifact tests run with this configuration only, far from the root pyproject.

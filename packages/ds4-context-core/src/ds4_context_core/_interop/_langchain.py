@@ -26,12 +26,10 @@ from ds4_context_core._history._model import (
 )
 
 from ._common import MessageFactory, plain_value
+from ._framework import plan_framework_history
 from ._openai import CHAT, read_chat_message, to_openai_chat
 
 __all__ = ["LangChainPlan", "from_langchain", "plan_langchain", "to_langchain", "trim_langchain"]
-
-# Plan items that are the history's own message, unchanged: the caller's object is handed back.
-_UNCHANGED_KINDS = frozenset({"message", "current-request", "pin"})
 
 
 def _messages_module() -> ModuleType:
@@ -151,28 +149,28 @@ def plan_langchain(
     plan keeps unchanged is the caller's own object (ids, metadata and all); trimmed results and receipts
     are new messages. A fallback plan (``plan.ok`` false) is returned as the planner gives it.
     """
-    from ds4_context_core.planner import plan_context  # noqa: PLC0415 - the planner loads pydantic
-    from ds4_context_core.tokens import estimate_message_tokens  # noqa: PLC0415
-
     lc = _messages_module()
     originals = _as_base_messages(messages)
     lead = 0
     while lead < len(originals) and getattr(originals[lead], "type", None) == "system":
         lead += 1
     history = _from_langchain(lc, originals, session_id)
-    system_tokens = sum(estimate_message_tokens(message) for message in history[:lead])
-    plan = plan_context(
-        history[lead:], model=model, fixed_tokens=fixed_tokens + system_tokens, config=config, state=state
+    planned = plan_framework_history(
+        history,
+        range(len(history)),
+        lead=lead,
+        model=model,
+        fixed_tokens=fixed_tokens,
+        config=config,
+        state=state,
     )
-    rest = history[lead:]
-    out: list[Any] = list(originals[:lead])
-    for item, planned in zip(plan.items, plan.messages, strict=True):
-        index = item.original_index
-        if item.kind in _UNCHANGED_KINDS and index is not None and rest[index] == planned:
-            out.append(originals[lead + index])
+    out: list[Any] = []
+    for entry in planned.sequence:
+        if isinstance(entry, int):
+            out.append(originals[entry])
         else:
-            out.extend(to_langchain([planned]))
-    return LangChainPlan(messages=out, plan=plan)
+            out.extend(to_langchain([entry]))
+    return LangChainPlan(messages=out, plan=planned.plan)
 
 
 def trim_langchain(messages: Sequence[Any], *, model: ModelDescriptor, fixed_tokens: int = 0) -> list[Any]:
