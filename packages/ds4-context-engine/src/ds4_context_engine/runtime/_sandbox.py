@@ -7,6 +7,7 @@ unions what is denied, so a request-scoped policy can narrow the configured one 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import ipaddress
 import os
 import re
@@ -30,6 +31,7 @@ __all__ = [
     "SandboxPolicy",
     "check_sandbox_path",
     "create_sandbox_policy",
+    "deny_write_matcher",
     "fail_closed_sandbox_policy",
     "merge_sandbox_policies",
     "network_policy_allows_url",
@@ -409,20 +411,38 @@ def _relative_to_any(path: str, roots: tuple[str, ...]) -> str | None:
     return None
 
 
-def sandbox_path_is_denied(relative: str, pattern: str) -> bool:
-    """Whether ``relative`` (a path inside a writable root) matches one deny-write ``pattern``.
+def _pattern_regex(pattern: str) -> str:
+    """A regex matching a path whose last components match ``pattern`` (casefolded on both sides)."""
+    folded = pattern.casefold()
+    if folded.endswith("/**"):
+        return r"(?:^|/)" + re.escape(folded[:-3]) + r"(?:/.*)?\Z"
+    return r"(?:^|/)" + fnmatch.translate(folded)
 
-    Matching ignores case: on a case-insensitive file system ``.ENV`` is ``.env``, and a policy must not
-    depend on the file system it happens to run on. A bare name matches in any directory, as in .gitignore.
+
+@functools.lru_cache(maxsize=256)
+def deny_write_matcher(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One compiled regex for a whole deny list (``None`` for an empty list), used by engines that scan."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{_pattern_regex(pattern)})" for pattern in patterns), re.DOTALL)
+
+
+def sandbox_path_is_denied(path: str, pattern: str) -> bool:
+    """Whether writing ``path`` is denied by one deny-write ``pattern``.
+
+    A pattern matches the last components of the path at any depth, as a .gitignore pattern without a
+    leading slash does: ``.git/hooks/**`` also covers a nested repository's hooks and ``.env`` any
+    ``.env``. Matching does not depend on where the policy's roots are, so narrowing the roots in a merge
+    can never stop a pattern from matching. It ignores case: on a case-insensitive file system ``.ENV`` is
+    ``.env``, and a policy must not depend on the file system it happens to run on.
     """
-    relative = relative.replace(os.sep, "/").casefold()
-    pattern = pattern.casefold()
-    if pattern.endswith("/**"):
-        prefix = pattern[:-3]
-        return relative == prefix or relative.startswith(prefix + "/")
-    if "/" in pattern:
-        return fnmatch.fnmatchcase(relative, pattern)
-    return fnmatch.fnmatchcase(relative.rsplit("/", 1)[-1], pattern)
+    matcher = deny_write_matcher((pattern,))
+    return matcher is not None and matcher.search(path.replace(os.sep, "/").casefold()) is not None
+
+
+def _denied(path: str, patterns: tuple[str, ...]) -> bool:
+    matcher = deny_write_matcher(patterns)
+    return matcher is not None and matcher.search(path.replace(os.sep, "/").casefold()) is not None
 
 
 def check_sandbox_path(
@@ -443,10 +463,8 @@ def check_sandbox_path(
     if _relative_to_any(lexical, roots) is None or _relative_to_any(real, real_roots) is None:
         raise _error("sandbox-path-outside-roots", f"{access} access outside the allowed roots is refused")
     if access == "write":
-        for candidate, candidate_roots in ((lexical, roots), (real, real_roots)):
-            relative = _relative_to_any(candidate, candidate_roots)
-            if relative is not None and any(sandbox_path_is_denied(relative, p) for p in policy.deny_write):
-                raise _error("sandbox-path-denied", "writing this path is denied by the sandbox policy")
+        if _denied(lexical, policy.deny_write) or _denied(real, policy.deny_write):
+            raise _error("sandbox-path-denied", "writing this path is denied by the sandbox policy")
         try:
             status = os.stat(real)
         except OSError:

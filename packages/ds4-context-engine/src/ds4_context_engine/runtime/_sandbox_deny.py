@@ -11,12 +11,13 @@ patterns such as ``.env.*`` can only protect files that exist when the command s
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from typing import Final
 
 from ._errors import SandboxPolicyError
-from ._sandbox import SandboxPolicy, sandbox_path_is_denied
+from ._sandbox import SandboxPolicy, deny_write_matcher
 
 __all__ = ["DenyTargets", "find_deny_write_targets"]
 
@@ -43,7 +44,7 @@ def _literal(pattern: str) -> tuple[str, bool] | None:
     return body, directory
 
 
-def _walk(root: str, patterns: tuple[str, ...], limit: int, found: set[str]) -> int:
+def _walk(root: str, matcher: re.Pattern[str], limit: int, found: set[str]) -> int:
     """Add every path under ``root`` matching a pattern to ``found``; return how many entries were seen."""
     seen = 0
     stack = [root]
@@ -61,8 +62,7 @@ def _walk(root: str, patterns: tuple[str, ...], limit: int, found: set[str]) -> 
                     f"a writable root holds more than {limit} entries to check against the deny-write list; "
                     "narrow the writable roots or raise the engine's max_scan_entries",
                 )
-            relative = os.path.relpath(entry.path, root)
-            if any(sandbox_path_is_denied(relative, pattern) for pattern in patterns):
+            if matcher.search(entry.path.casefold()):
                 found.add(entry.path)
             elif entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
@@ -125,8 +125,14 @@ def find_deny_write_targets(policy: SandboxPolicy, *, max_entries: int) -> DenyT
     found: set[str] = set()
     created: list[str] = []
     seen = 0
+    matcher = deny_write_matcher(policy.deny_write)
     for root in policy.writable_roots:
-        seen += _walk(root, policy.deny_write, max_entries - seen, found)
+        if matcher is None:
+            break
+        if matcher.search(root.casefold()):
+            found.add(root)  # the whole root is denied (it lies inside, say, a denied dist/)
+            continue
+        seen += _walk(root, matcher, max_entries - seen, found)
         for pattern in policy.deny_write:
             literal = _literal(pattern)
             if literal is not None:
