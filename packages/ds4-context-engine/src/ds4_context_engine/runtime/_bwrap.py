@@ -147,8 +147,11 @@ class BubblewrapEngine:
         return self._probed
 
     def _run_probe(self) -> tuple[bool, str | None]:
-        if self._binary is None:
-            return False, "bubblewrap (bwrap) is not installed; install ds4-context-engine[sandbox]"
+        if self._binary is None or not os.access(self._binary, os.X_OK):
+            return (
+                False,
+                "bubblewrap (bwrap) is not installed or not executable; install ds4-context-engine[sandbox]",
+            )
         argv = [*self._base_arguments(share_net=False), *self._system_arguments(), "--", "true"]
         try:
             done = subprocess.run(
