@@ -36,14 +36,27 @@ def test_deny_write_matching_ignores_case(tmp_path, path):
     assert _code(lambda: check_sandbox_path(policy, path, access="write")) == "sandbox-path-denied"
 
 
-def test_deny_pattern_matching_rules():
-    assert sandbox_path_is_denied("a/b/.env", ".env")
-    assert sandbox_path_is_denied(".git/hooks", ".git/hooks/**")
-    assert sandbox_path_is_denied("/r/sub/.git/config", ".git/config")  # a nested repository too
-    assert sandbox_path_is_denied("/r/dist/a/b", "dist/**")
-    assert not sandbox_path_is_denied("/r/sub/.git/configs", ".git/config")
-    assert not sandbox_path_is_denied("/r/env", ".env")
-    assert not sandbox_path_is_denied("/r/a.secret/file", "*.secret")
+@pytest.mark.parametrize(
+    ("path", "pattern", "denied"),
+    [
+        ("/r/a/b/.env", ".env", True),
+        ("/r/.git/hooks", ".git/hooks/**", True),
+        ("/r/sub/.git/config", ".git/config", True),  # a nested repository too
+        ("/r/dist/a/b", "dist/**", True),
+        ("/r/dist/a/b", "dist", True),  # what lies below a denied directory is denied
+        ("/r/a.secret/file", "*.secret", True),
+        ("/r/src/b.key", "src/**/*.key", True),
+        ("/r/src/a/b.key", "src/**/*.key", True),
+        ("/r/src/a/b.key", "src/*.key", False),  # one * stays inside one component
+        ("/r/f3", "f[0-9]", True),
+        ("/r/f3", "f[!0-9]", False),
+        ("/r/sub/.git/configs", ".git/config", False),
+        ("/r/env", ".env", False),
+        ("/r/my.env", ".env", False),
+    ],
+)
+def test_deny_pattern_matching_rules(path, pattern, denied):
+    assert sandbox_path_is_denied(path, pattern) is denied
 
 
 def test_narrowing_the_writable_root_keeps_a_deny_pattern_matching(tmp_path):

@@ -6,7 +6,6 @@ unions what is denied, so a request-scoped policy can narrow the configured one 
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import ipaddress
 import os
@@ -31,7 +30,6 @@ __all__ = [
     "SandboxPolicy",
     "check_sandbox_path",
     "create_sandbox_policy",
-    "deny_write_matcher",
     "fail_closed_sandbox_policy",
     "merge_sandbox_policies",
     "network_policy_allows_url",
@@ -411,38 +409,73 @@ def _relative_to_any(path: str, roots: tuple[str, ...]) -> str | None:
     return None
 
 
-def _pattern_regex(pattern: str) -> str:
-    """A regex matching a path whose last components match ``pattern`` (casefolded on both sides)."""
+def _glob_regex(glob: str) -> str:
+    """Translate a glob: ``*``, ``?`` and ``[...]`` stay inside one path component, ``**`` crosses them."""
+    out: list[str] = []
+    index = 0
+    while index < len(glob):
+        if glob.startswith("**/", index):
+            out.append("(?:.*/)?")
+            index += 3
+        elif glob.startswith("**", index):
+            out.append(".*")
+            index += 2
+        elif glob[index] == "*":
+            out.append("[^/]*")
+            index += 1
+        elif glob[index] == "?":
+            out.append("[^/]")
+            index += 1
+        elif glob[index] == "[" and (end := glob.find("]", index + 2)) != -1:
+            body = glob[index + 1 : end]
+            negate = body[:1] in {"!", "^"}
+            body = re.escape(body[1:] if negate else body).replace("\\-", "-").replace("/", "")
+            out.append(f"[^/{body}]" if negate else f"[{body}]")
+            index = end + 1
+        else:
+            out.append(re.escape(glob[index]))
+            index += 1
+    return "".join(out)
+
+
+def _pattern_body(pattern: str) -> str:
     folded = pattern.casefold()
-    if folded.endswith("/**"):
-        return r"(?:^|/)" + re.escape(folded[:-3]) + r"(?:/.*)?\Z"
-    return r"(?:^|/)" + fnmatch.translate(folded)
+    return folded[:-3] if folded.endswith("/**") else folded
 
 
 @functools.lru_cache(maxsize=256)
-def deny_write_matcher(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
-    """One compiled regex for a whole deny list (``None`` for an empty list), used by engines that scan."""
+def _deny_matchers(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """For a deny list: a regex over whole paths, and a quick one over a single name.
+
+    A name that fails the second cannot end a match of the first, except below a matching directory (which
+    the whole-path regex covers, and which a scan does not descend into).
+    """
     if not patterns:
         return None
-    return re.compile("|".join(f"(?:{_pattern_regex(pattern)})" for pattern in patterns), re.DOTALL)
+    bodies = [_pattern_body(pattern) for pattern in patterns]
+    whole = "|".join(f"(?:{_glob_regex(body)})" for body in bodies)
+    names = "|".join(
+        ".*" if "**" in body else f"(?:{_glob_regex(body.rsplit('/', 1)[-1])})" for body in bodies
+    )
+    return re.compile(rf"(?:^|/)(?:{whole})(?:/.*)?\Z", re.DOTALL), re.compile(names, re.DOTALL)
 
 
 def sandbox_path_is_denied(path: str, pattern: str) -> bool:
     """Whether writing ``path`` is denied by one deny-write ``pattern``.
 
-    A pattern matches the last components of the path at any depth, as a .gitignore pattern without a
-    leading slash does: ``.git/hooks/**`` also covers a nested repository's hooks and ``.env`` any
-    ``.env``. Matching does not depend on where the policy's roots are, so narrowing the roots in a merge
-    can never stop a pattern from matching. It ignores case: on a case-insensitive file system ``.ENV`` is
+    A pattern matches the last components of the path at any depth, and everything below what it matches,
+    as a .gitignore pattern does: ``.git/hooks/**`` (or ``.git/hooks``) covers a nested repository's hooks
+    too, ``.env`` any ``.env``. ``*``, ``?`` and ``[...]`` stay within one component and ``**`` crosses
+    them. Matching does not depend on where the policy's roots are, so narrowing the roots in a merge can
+    never stop a pattern from matching. It ignores case: on a case-insensitive file system ``.ENV`` is
     ``.env``, and a policy must not depend on the file system it happens to run on.
     """
-    matcher = deny_write_matcher((pattern,))
-    return matcher is not None and matcher.search(path.replace(os.sep, "/").casefold()) is not None
+    return _denied(path, (pattern,))
 
 
 def _denied(path: str, patterns: tuple[str, ...]) -> bool:
-    matcher = deny_write_matcher(patterns)
-    return matcher is not None and matcher.search(path.replace(os.sep, "/").casefold()) is not None
+    matchers = _deny_matchers(patterns)
+    return matchers is not None and matchers[0].search(path.replace(os.sep, "/").casefold()) is not None
 
 
 def check_sandbox_path(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ._errors import SandboxPolicyError
-from ._sandbox import SandboxPolicy, deny_write_matcher
+from ._sandbox import SandboxPolicy, _deny_matchers
 
 __all__ = ["DenyTargets", "find_deny_write_targets"]
 
@@ -44,8 +44,9 @@ def _literal(pattern: str) -> tuple[str, bool] | None:
     return body, directory
 
 
-def _walk(root: str, matcher: re.Pattern[str], limit: int, found: set[str]) -> int:
+def _walk(root: str, matchers: tuple[re.Pattern[str], re.Pattern[str]], limit: int, found: set[str]) -> int:
     """Add every path under ``root`` matching a pattern to ``found``; return how many entries were seen."""
+    whole, names = matchers
     seen = 0
     stack = [root]
     while stack:
@@ -62,7 +63,7 @@ def _walk(root: str, matcher: re.Pattern[str], limit: int, found: set[str]) -> i
                     f"a writable root holds more than {limit} entries to check against the deny-write list; "
                     "narrow the writable roots or raise the engine's max_scan_entries",
                 )
-            if matcher.search(entry.path.casefold()):
+            if names.fullmatch(entry.name.casefold()) and whole.search(entry.path.casefold()):
                 found.add(entry.path)
             elif entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
@@ -125,14 +126,14 @@ def find_deny_write_targets(policy: SandboxPolicy, *, max_entries: int) -> DenyT
     found: set[str] = set()
     created: list[str] = []
     seen = 0
-    matcher = deny_write_matcher(policy.deny_write)
+    matchers = _deny_matchers(policy.deny_write)
     for root in policy.writable_roots:
-        if matcher is None:
+        if matchers is None:
             break
-        if matcher.search(root.casefold()):
+        if matchers[0].search(root.casefold()):
             found.add(root)  # the whole root is denied (it lies inside, say, a denied dist/)
             continue
-        seen += _walk(root, matcher, max_entries - seen, found)
+        seen += _walk(root, matchers, max_entries - seen, found)
         for pattern in policy.deny_write:
             literal = _literal(pattern)
             if literal is not None:
