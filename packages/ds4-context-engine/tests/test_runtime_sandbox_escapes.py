@@ -23,6 +23,8 @@ from ds4_context_engine.runtime import (
     SandboxUnavailableError,
     check_sandbox_path,
     create_sandbox_policy,
+    parse_mcp_servers,
+    prepare_mcp_server_command,
     prepare_sandboxed_command,
 )
 
@@ -309,3 +311,27 @@ def test_no_process_survives_the_death_of_the_parent(ws):
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def test_a_stdio_mcp_server_starts_inside_the_sandbox(ws):
+    servers = parse_mcp_servers(
+        {
+            "files": {
+                "command": "/bin/sh",
+                "args": ["-c", "echo $SERVER_MODE $OPENAI_API_KEY > started; echo x > .env; true"],
+                "env": {"SERVER_MODE": "readonly"},
+            },
+            "remote": {"url": "https://mcp.example.com/"},
+        }
+    )
+    (ws / ".env").write_text("TOKEN=1\n")
+    policy = create_sandbox_policy(root=ws)
+    host_env = {"PATH": "/usr/bin:/bin", "OPENAI_API_KEY": "sk-not-real"}
+    by_name = {server.name: server for server in servers.servers}
+    prepared = prepare_mcp_server_command(by_name["files"], policy, engine=ENGINE, env=host_env)
+    assert prepared.enforced
+    subprocess.run(prepared.argv, cwd=prepared.cwd, env=dict(prepared.env), check=True, timeout=60)
+    assert (ws / "started").read_text() == "readonly\n"  # its configured variable, not the host's key
+    assert (ws / ".env").read_text() == "TOKEN=1\n"
+    with pytest.raises(SandboxPolicyError):
+        prepare_mcp_server_command(by_name["remote"], policy, engine=ENGINE)

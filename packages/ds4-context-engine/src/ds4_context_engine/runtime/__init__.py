@@ -72,6 +72,7 @@ from ._sandbox_engine import (
     prepare_sandboxed_command,
     validate_command_request,
 )
+from ._sandbox_mcp import prepare_mcp_server_command
 from ._tool_lifecycle import (
     TOOL_LIFECYCLE_CUSTOM_TYPE,
     TOOL_LIFECYCLE_ERROR_CODES,
@@ -166,6 +167,7 @@ __all__ = [
     "parse_fallback_chain",
     "parse_mcp_servers",
     "parse_sandbox_policy",
+    "prepare_mcp_server_command",
     "prepare_sandboxed_command",
     "resolve_sandbox_mode",
     "revalidate_sandbox_policy",
