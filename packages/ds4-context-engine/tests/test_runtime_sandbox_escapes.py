@@ -335,3 +335,18 @@ def test_a_stdio_mcp_server_starts_inside_the_sandbox(ws):
     assert (ws / ".env").read_text() == "TOKEN=1\n"
     with pytest.raises(SandboxPolicyError):
         prepare_mcp_server_command(by_name["remote"], policy, engine=ENGINE)
+
+
+def test_no_capabilities_and_no_new_privileges(ws):
+    done = run(
+        create_sandbox_policy(root=ws),
+        "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status;"
+        "mount -t tmpfs none /usr 2>/dev/null && echo mounted;"
+        "touch /usr/remounted 2>/dev/null && echo wrote; true",
+    )
+    fields = dict(line.split(":\t", 1) for line in done.stdout.splitlines() if ":\t" in line)
+    assert fields["NoNewPrivs"].strip() == "1"
+    for name in ("CapEff", "CapPrm", "CapBnd"):
+        assert int(fields[name], 16) == 0, name
+    assert "mounted" not in done.stdout  # no mounting over the read-only binds
+    assert "wrote" not in done.stdout
