@@ -203,3 +203,14 @@ def test_a_huge_writable_root_is_refused_rather_than_half_scanned(ws):
         lambda: prepare_sandboxed_command(create_sandbox_policy(root=ws), ["true"], engine=small),
     )
     assert error.code == "sandbox-deny-scan-limit"
+
+
+def test_a_symlinked_git_directory_is_refused(tmp_path, ws):
+    needs_bwrap()
+    (tmp_path / "real-git").mkdir()
+    (ws / ".git").symlink_to(tmp_path / "real-git")
+    error = _refused(
+        SandboxPolicyError,
+        lambda: prepare_sandboxed_command(create_sandbox_policy(root=ws), ["true"], engine=ENGINE),
+    )
+    assert error.code == "sandbox-deny-path-symlinked"

@@ -88,6 +88,13 @@ def _placeholder(root: str, relative: str, directory: bool, created: list[str]) 
         if status is not None:
             if stat.S_ISDIR(status.st_mode):
                 continue
+            if stat.S_ISLNK(status.st_mode):
+                # A mount cannot cover a symlink, and the command could replace it with a directory of its
+                # own (a .git with hooks); refuse rather than leave that open.
+                raise SandboxPolicyError(
+                    "sandbox-deny-path-symlinked",
+                    "a protected path such as .git is a symlink, which the sandbox cannot keep read-only",
+                )
             return current
         try:
             if last and not directory:

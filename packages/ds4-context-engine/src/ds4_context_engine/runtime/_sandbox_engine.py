@@ -34,6 +34,7 @@ __all__ = [
 SANDBOX_ENGINE_ERROR_CODES: Final = (
     "sandbox-cwd-outside-roots",
     "sandbox-deny-path-hard-linked",
+    "sandbox-deny-path-symlinked",
     "sandbox-deny-scan-limit",
     "sandbox-invalid-argv",
     "sandbox-invalid-cwd",
@@ -243,53 +244,36 @@ def describe_sandbox_effective_state(
     """
     policy = revalidate_sandbox_policy(policy)
     available = engine is not None and engine.available()
-    base = {
-        "requested_mode": policy.mode,
-        "engine": None if engine is None else engine.name,
-        "engine_version": None if engine is None else engine.version,
-        "engine_available": available,
-        "network_mode": policy.network.mode,
-    }
-    if policy.mode == "off":
+
+    def state(
+        mode: SandboxEffectiveMode | None, *, refused: str | None = None, warnings: tuple[str, ...] = ()
+    ) -> SandboxEffectiveState:
         return SandboxEffectiveState(
-            **base,  # type: ignore[arg-type]
-            effective_mode="off",
-            filesystem_enforced=False,
-            network_enforced=False,
-            refused_code=None,
-            warnings=("the sandbox policy mode is 'off': commands run unsandboxed",),
+            requested_mode=policy.mode,
+            effective_mode=mode,
+            engine=None if engine is None else engine.name,
+            engine_version=None if engine is None else engine.version,
+            engine_available=available,
+            filesystem_enforced=mode == "native",
+            network_mode=policy.network.mode,
+            network_enforced=mode == "native",
+            refused_code=refused,
+            warnings=warnings,
         )
+
+    if policy.mode == "off":
+        return state("off", warnings=("the sandbox policy mode is 'off': commands run unsandboxed",))
     network_refusal = _network_refusal(policy)
     if network_refusal is not None:
-        return SandboxEffectiveState(
-            **base,  # type: ignore[arg-type]
-            effective_mode=None,
-            filesystem_enforced=False,
-            network_enforced=False,
-            refused_code=network_refusal.code,
-            warnings=(),
-        )
+        return state(None, refused=network_refusal.code)
     try:
         mode = resolve_sandbox_mode(policy, engine_available=available)
     except SandboxUnavailableError as error:
-        return SandboxEffectiveState(
-            **base,  # type: ignore[arg-type]
-            effective_mode=None,
-            filesystem_enforced=False,
-            network_enforced=False,
-            refused_code=error.code,
-            warnings=(),
-        )
-    enforced = mode == "native"
-    reason = None if engine is None else engine.unavailable_reason()
-    return SandboxEffectiveState(
-        **base,  # type: ignore[arg-type]
-        effective_mode=mode,
-        filesystem_enforced=enforced,
-        network_enforced=enforced,
-        refused_code=None,
-        warnings=() if enforced else (_unsafe_warning(reason if engine else "no engine configured"),),
-    )
+        return state(None, refused=error.code)
+    if mode == "native":
+        return state("native")
+    reason = "no engine configured" if engine is None else engine.unavailable_reason()
+    return state(mode, warnings=(_unsafe_warning(reason),))
 
 
 def prepare_sandboxed_command(
