@@ -214,3 +214,19 @@ def test_a_symlinked_git_directory_is_refused(tmp_path, ws):
         lambda: prepare_sandboxed_command(create_sandbox_policy(root=ws), ["true"], engine=ENGINE),
     )
     assert error.code == "sandbox-deny-path-symlinked"
+
+
+def test_the_engine_checks_its_input_when_called_directly(ws):
+    needs_bwrap()
+    policy = create_sandbox_policy(root=ws)
+    error = _refused(
+        SandboxPolicyError, lambda: ENGINE.prepare(policy, ["/bin/touch", "x\x00"], str(ws), PATH_ONLY)
+    )
+    assert error.code == "sandbox-invalid-argv"
+    error = _refused(SandboxPolicyError, lambda: ENGINE.prepare(policy, ["true"], "/", PATH_ONLY))
+    assert error.code == "sandbox-cwd-outside-roots"
+    prepared = ENGINE.prepare(policy, ["true"], str(ws), PATH_ONLY)
+    assert prepared.enforced
+    assert (
+        subprocess.run(prepared.argv, cwd=prepared.cwd, env=dict(prepared.env), check=False).returncode == 0
+    )

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Final
 
 from ._errors import SandboxPolicyError, SandboxUnavailableError
-from ._sandbox import SandboxPolicy
+from ._sandbox import SandboxPolicy, revalidate_sandbox_policy
 from ._sandbox_deny import find_deny_write_targets
-from ._sandbox_engine import PreparedCommand
+from ._sandbox_engine import PreparedCommand, validate_command_request
 
 __all__ = [
     "BUBBLEWRAP_ETC_PATHS",
@@ -202,6 +202,10 @@ class BubblewrapEngine:
         if not self.available():
             reason = self.unavailable_reason() or "bubblewrap is not usable"
             raise SandboxUnavailableError("sandbox-engine-unavailable", reason)
+        # Called directly, not through prepare_sandboxed_command: check the same things again (cheap).
+        policy = revalidate_sandbox_policy(policy)
+        request = validate_command_request(policy, argv, cwd=cwd, env=env, env_allow=tuple(env))
+        argv, cwd, env = request.argv, request.cwd, request.env
         mounts = self._root_mounts(policy)
         # A root of "/" goes first, so the minimal /proc, /dev and private /tmp are mounted over it.
         layout: list[str] = []
