@@ -350,3 +350,12 @@ def test_no_capabilities_and_no_new_privileges(ws):
         assert int(fields[name], 16) == 0, name
     assert "mounted" not in done.stdout  # no mounting over the read-only binds
     assert "wrote" not in done.stdout
+
+
+def test_a_writable_root_nested_in_a_read_only_one(ws):
+    (ws / "out").mkdir()
+    policy = create_sandbox_policy(root=ws, readable_roots=[ws], writable_roots=[ws / "out"])
+    done = run(policy, "echo built > out/result.txt; echo x > top.txt; echo $?")
+    assert (ws / "out" / "result.txt").read_text() == "built\n"
+    assert not (ws / "top.txt").exists()
+    assert done.stdout.strip() == "1"
