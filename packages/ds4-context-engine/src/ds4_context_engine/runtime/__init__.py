@@ -1,5 +1,6 @@
-"""The runtime facade: fallback routing, sandbox policy, MCP server normalization, tool lifecycle sink."""
+"""The runtime facade: fallback routing, sandbox policy and engine, MCP servers, tool lifecycle sink."""
 
+from ._bwrap import BUBBLEWRAP_ETC_PATHS, BUBBLEWRAP_SYSTEM_PATHS, BubblewrapEngine, find_bubblewrap
 from ._errors import (
     McpConfigError,
     RuntimeOptionsError,
@@ -54,8 +55,24 @@ from ._sandbox import (
     network_policy_allows_url,
     parse_sandbox_policy,
     resolve_sandbox_mode,
+    revalidate_sandbox_policy,
+    sandbox_path_is_denied,
     tighten_sandbox_policy,
 )
+from ._sandbox_engine import (
+    DEFAULT_SANDBOX_ENV_ALLOW,
+    SANDBOX_ENFORCED_NETWORK_MODES,
+    SANDBOX_ENGINE_ERROR_CODES,
+    CommandRequest,
+    PreparedCommand,
+    SandboxEffectiveMode,
+    SandboxEffectiveState,
+    SandboxEngine,
+    describe_sandbox_effective_state,
+    prepare_sandboxed_command,
+    validate_command_request,
+)
+from ._sandbox_mcp import prepare_mcp_server_command
 from ._tool_lifecycle import (
     TOOL_LIFECYCLE_CUSTOM_TYPE,
     TOOL_LIFECYCLE_ERROR_CODES,
@@ -76,7 +93,10 @@ from ._tool_lifecycle import (
 
 __all__ = [
     "ATTEMPT_OVERRIDABLE_FIELDS",
+    "BUBBLEWRAP_ETC_PATHS",
+    "BUBBLEWRAP_SYSTEM_PATHS",
     "DEFAULT_DENY_WRITE",
+    "DEFAULT_SANDBOX_ENV_ALLOW",
     "FALLBACK_DEFAULT_ATTEMPTS",
     "FALLBACK_EFFORT_LEVELS",
     "FALLBACK_ERROR_CODES",
@@ -87,6 +107,8 @@ __all__ = [
     "MCP_DROP_CODES",
     "MCP_SERVER_NAME_MAX_LENGTH",
     "MCP_TRANSPORTS",
+    "SANDBOX_ENFORCED_NETWORK_MODES",
+    "SANDBOX_ENGINE_ERROR_CODES",
     "SANDBOX_ERROR_CODES",
     "SANDBOX_FALLBACKS",
     "SANDBOX_MODES",
@@ -100,6 +122,8 @@ __all__ = [
     "AttemptPolicy",
     "AttemptResolver",
     "AttemptSender",
+    "BubblewrapEngine",
+    "CommandRequest",
     "DroppedMcpServer",
     "FailoverRecord",
     "FallbackChainEntry",
@@ -110,11 +134,15 @@ __all__ = [
     "McpServers",
     "NetworkPolicy",
     "PiSessionToolLifecycleStore",
+    "PreparedCommand",
     "ProviderRuntime",
     "ProviderTransport",
     "RetryPolicy",
     "RoutedResult",
     "RuntimeOptionsError",
+    "SandboxEffectiveMode",
+    "SandboxEffectiveState",
+    "SandboxEngine",
     "SandboxMode",
     "SandboxPolicy",
     "SandboxPolicyError",
@@ -130,13 +158,20 @@ __all__ = [
     "ToolResultEvent",
     "check_sandbox_path",
     "create_sandbox_policy",
+    "describe_sandbox_effective_state",
     "fail_closed_sandbox_policy",
+    "find_bubblewrap",
     "is_valid_mcp_server_name",
     "merge_sandbox_policies",
     "network_policy_allows_url",
     "parse_fallback_chain",
     "parse_mcp_servers",
     "parse_sandbox_policy",
+    "prepare_mcp_server_command",
+    "prepare_sandboxed_command",
     "resolve_sandbox_mode",
+    "revalidate_sandbox_policy",
+    "sandbox_path_is_denied",
     "tighten_sandbox_policy",
+    "validate_command_request",
 ]

@@ -6,12 +6,12 @@ unions what is denied, so a request-scoped policy can narrow the configured one 
 
 from __future__ import annotations
 
-import fnmatch
+import functools
 import ipaddress
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 from urllib.parse import urlsplit
 
@@ -35,6 +35,8 @@ __all__ = [
     "network_policy_allows_url",
     "parse_sandbox_policy",
     "resolve_sandbox_mode",
+    "revalidate_sandbox_policy",
+    "sandbox_path_is_denied",
     "tighten_sandbox_policy",
 ]
 
@@ -52,7 +54,11 @@ SANDBOX_ERROR_CODES: Final = (
     "sandbox-invalid-pattern",
     "sandbox-invalid-root",
     "sandbox-path-denied",
+    "sandbox-path-hard-linked",
     "sandbox-path-outside-roots",
+    "sandbox-root-missing",
+    "sandbox-root-not-directory",
+    "sandbox-root-symlinked",
     "sandbox-roots-disjoint",
     "sandbox-unknown-field",
     "sandbox-unsafe-fallback-not-allowed",
@@ -94,15 +100,35 @@ def _error(code: str, message: str) -> SandboxPolicyError:
 
 
 def _absolute_root(value: object, field: str) -> str:
+    """A root as a normalised absolute path naming an existing directory, reached without symlinks.
+
+    ``ws/..`` is normalised before anything compares it, so a policy cannot look narrower than it is; a
+    symlinked root is refused because the lexical and the real path would name different places.
+    """
     if not isinstance(value, str | os.PathLike):
         raise _error("sandbox-invalid-root", f"{field} entries must be paths")
     text = os.fspath(value)
     if not isinstance(text, str) or not text or "\x00" in text:
         raise _error("sandbox-invalid-root", f"{field} entries must be non-empty text paths")
-    path = Path(text)
-    if not path.is_absolute():
+    if not os.path.isabs(text):
         raise _error("sandbox-invalid-root", f"{field} entries must be absolute paths")
-    return os.path.normpath(text)
+    normalised = os.path.normpath(text)
+    if normalised.startswith("//"):
+        normalised = "/" + normalised.lstrip("/")
+    try:
+        status = os.stat(normalised)
+    except FileNotFoundError:
+        raise _error("sandbox-root-missing", f"a {field} entry does not exist") from None
+    except OSError:
+        raise _error("sandbox-root-missing", f"a {field} entry cannot be reached") from None
+    if not stat.S_ISDIR(status.st_mode):
+        raise _error("sandbox-root-not-directory", f"a {field} entry is not a directory")
+    if os.path.realpath(normalised) != normalised:
+        raise _error(
+            "sandbox-root-symlinked",
+            f"a {field} entry goes through a symlink; give its resolved path instead",
+        )
+    return normalised
 
 
 def _is_within(path: str, root: str) -> bool:
@@ -308,12 +334,36 @@ def _merge_network(left: NetworkPolicy, right: NetworkPolicy) -> NetworkPolicy:
     return NetworkPolicy(mode="allowlist", allowed_domains=tuple(sorted(domains)))
 
 
+def revalidate_sandbox_policy(policy: SandboxPolicy) -> SandboxPolicy:
+    """Validate a policy that may have been built by hand, returning its normalised equivalent.
+
+    The result is never wider than ``policy``: roots are normalised and must exist, the default deny list is
+    added back, and an unsafe fallback written into the struct counts as the host's explicit choice.
+    """
+    if not isinstance(policy, SandboxPolicy):
+        raise _error("sandbox-invalid-field", "a sandbox policy must be a SandboxPolicy")
+    return create_sandbox_policy(
+        root=policy.root,
+        mode=policy.mode,
+        readable_roots=policy.readable_roots,
+        writable_roots=policy.writable_roots,
+        deny_write=policy.deny_write,
+        network=policy.network,
+        fallback=policy.fallback,
+        allow_unsafe_fallback=policy.fallback == "unsafe-host-process",
+    )
+
+
 def merge_sandbox_policies(base: SandboxPolicy, other: SandboxPolicy) -> SandboxPolicy:
     """Combine two policies so the result allows no more than either of them.
 
     Roots intersect, deny patterns union, ``native`` beats ``off``, ``fail-closed`` beats the unsafe
-    fallback, and networks intersect. Two policies whose working roots do not nest are refused.
+    fallback, and networks intersect. Two policies whose working roots do not nest are refused. Both are
+    validated again first, so a hand-built :class:`SandboxPolicy` (a root such as ``ws/..``) is compared
+    by what it names, not by how it is spelled.
     """
+    base = revalidate_sandbox_policy(base)
+    other = revalidate_sandbox_policy(other)
     if _is_within(other.root, base.root):
         root = other.root
     elif _is_within(base.root, other.root):
@@ -359,15 +409,73 @@ def _relative_to_any(path: str, roots: tuple[str, ...]) -> str | None:
     return None
 
 
-def _matches_deny(relative: str, pattern: str) -> bool:
-    relative = relative.replace(os.sep, "/")
-    if pattern.endswith("/**"):
-        prefix = pattern[:-3]
-        return relative == prefix or relative.startswith(prefix + "/")
-    if "/" in pattern:
-        return fnmatch.fnmatchcase(relative, pattern)
-    # A bare name matches that name in any directory, as .gitignore does.
-    return fnmatch.fnmatchcase(relative.rsplit("/", 1)[-1], pattern)
+def _glob_regex(glob: str) -> str:
+    """Translate a glob: ``*``, ``?`` and ``[...]`` stay inside one path component, ``**`` crosses them."""
+    out: list[str] = []
+    index = 0
+    while index < len(glob):
+        if glob.startswith("**/", index):
+            out.append("(?:.*/)?")
+            index += 3
+        elif glob.startswith("**", index):
+            out.append(".*")
+            index += 2
+        elif glob[index] == "*":
+            out.append("[^/]*")
+            index += 1
+        elif glob[index] == "?":
+            out.append("[^/]")
+            index += 1
+        elif glob[index] == "[" and (end := glob.find("]", index + 2)) != -1:
+            body = glob[index + 1 : end]
+            negate = body[:1] in {"!", "^"}
+            body = re.escape(body[1:] if negate else body).replace("\\-", "-").replace("/", "")
+            out.append(f"[^/{body}]" if negate else f"[{body}]")
+            index = end + 1
+        else:
+            out.append(re.escape(glob[index]))
+            index += 1
+    return "".join(out)
+
+
+def _pattern_body(pattern: str) -> str:
+    folded = pattern.casefold()
+    return folded[:-3] if folded.endswith("/**") else folded
+
+
+@functools.lru_cache(maxsize=256)
+def _deny_matchers(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """For a deny list: a regex over whole paths, and a quick one over a single name.
+
+    A name that fails the second cannot end a match of the first, except below a matching directory (which
+    the whole-path regex covers, and which a scan does not descend into).
+    """
+    if not patterns:
+        return None
+    bodies = [_pattern_body(pattern) for pattern in patterns]
+    whole = "|".join(f"(?:{_glob_regex(body)})" for body in bodies)
+    names = "|".join(
+        ".*" if "**" in body else f"(?:{_glob_regex(body.rsplit('/', 1)[-1])})" for body in bodies
+    )
+    return re.compile(rf"(?:^|/)(?:{whole})(?:/.*)?\Z", re.DOTALL), re.compile(names, re.DOTALL)
+
+
+def sandbox_path_is_denied(path: str, pattern: str) -> bool:
+    """Whether writing ``path`` is denied by one deny-write ``pattern``.
+
+    A pattern matches the last components of the path at any depth, and everything below what it matches,
+    as a .gitignore pattern does: ``.git/hooks/**`` (or ``.git/hooks``) covers a nested repository's hooks
+    too, ``.env`` any ``.env``. ``*``, ``?`` and ``[...]`` stay within one component and ``**`` crosses
+    them. Matching does not depend on where the policy's roots are, so narrowing the roots in a merge can
+    never stop a pattern from matching. It ignores case: on a case-insensitive file system ``.ENV`` is
+    ``.env``, and a policy must not depend on the file system it happens to run on.
+    """
+    return _denied(path, (pattern,))
+
+
+def _denied(path: str, patterns: tuple[str, ...]) -> bool:
+    matchers = _deny_matchers(patterns)
+    return matchers is not None and matchers[0].search(path.replace(os.sep, "/").casefold()) is not None
 
 
 def check_sandbox_path(
@@ -388,20 +496,51 @@ def check_sandbox_path(
     if _relative_to_any(lexical, roots) is None or _relative_to_any(real, real_roots) is None:
         raise _error("sandbox-path-outside-roots", f"{access} access outside the allowed roots is refused")
     if access == "write":
-        for candidate, candidate_roots in ((lexical, roots), (real, real_roots)):
-            relative = _relative_to_any(candidate, candidate_roots)
-            if relative is not None and any(_matches_deny(relative, p) for p in policy.deny_write):
-                raise _error("sandbox-path-denied", "writing this path is denied by the sandbox policy")
+        if _denied(lexical, policy.deny_write) or _denied(real, policy.deny_write):
+            raise _error("sandbox-path-denied", "writing this path is denied by the sandbox policy")
+        try:
+            status = os.stat(real)
+        except OSError:
+            status = None
+        # Another name of the same file may be a denied one (a hard link to .env); which names a file has
+        # cannot be known without scanning every root, so a shared file is not writable at all.
+        if status is not None and stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
+            raise _error("sandbox-path-hard-linked", "writing a file with more than one hard link is refused")
     return lexical
 
 
-def network_policy_allows_url(network: NetworkPolicy, url: str) -> bool:
-    """Whether a connection to ``url``'s host is allowed by ``network``."""
+_URL_FORBIDDEN: Final = re.compile(r"[\\\s\x00-\x1f\x7f]")
+
+
+def _url_host(url: str) -> str | None:
+    """The host a URL names, or ``None`` when parsers could disagree about it.
+
+    WHATWG parsers treat a backslash as a slash in http(s) URLs, so ``https://evil.com\\@docs.example.com``
+    goes to ``evil.com`` while ``urlsplit`` reports ``docs.example.com``. Backslashes, whitespace,
+    control characters and userinfo are refused instead of guessed at, and the host must be a valid name.
+    """
+    if not isinstance(url, str) or _URL_FORBIDDEN.search(url):
+        return None
     try:
-        host = (urlsplit(url).hostname or "").lower().rstrip(".")
+        parts = urlsplit(url)
+        _ = parts.port
     except ValueError:
-        return False
+        return None
+    if parts.scheme.lower() not in {"http", "https", "ws", "wss"} or "@" in parts.netloc:
+        return None
+    host = (parts.hostname or "").lower().rstrip(".")
     if not host:
+        return None
+    try:
+        return _domain(host)
+    except SandboxPolicyError:
+        return None
+
+
+def network_policy_allows_url(network: NetworkPolicy, url: str) -> bool:
+    """Whether a connection to ``url``'s host is allowed by ``network`` (ambiguous URLs never are)."""
+    host = _url_host(url)
+    if host is None or host.startswith("*."):
         return False
     if network.mode == "all":
         return True
