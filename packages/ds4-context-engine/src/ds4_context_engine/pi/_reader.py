@@ -13,7 +13,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, BinaryIO, Final, Literal
 
 import msgspec
 
@@ -393,20 +393,41 @@ def read_pi_session_bytes(
     )
 
 
-def _read_regular_file(path: Path, max_bytes: int) -> bytes:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
+_OPEN_FLAGS: Final = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+)
+
+
+def open_pi_session_file(path: Path, max_bytes: int = DEFAULT_MAX_PI_SESSION_BYTES) -> BinaryIO:
+    """``path`` opened for reading, if it is a regular file of at most ``max_bytes``.
+
+    A symlink, FIFO, socket, device or directory is refused without blocking. Raises ``PiSessionError``:
+    ``pi-session-not-found``, ``pi-session-unreadable`` (with why) or ``pi-session-too-large``.
+    """
     try:
-        descriptor = os.open(path, flags)
+        descriptor = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError as error:
         raise PiSessionError("pi-session-not-found", f"{path}: no such session file") from error
     except OSError as error:
         raise PiSessionError("pi-session-unreadable", f"{path}: cannot open ({error.strerror})") from error
-    with os.fdopen(descriptor, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    try:
+        info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
-            raise PiSessionError("pi-session-unreadable", f"{path}: not a regular file")
+            raise PiSessionError(
+                "pi-session-unreadable", f"{path}: not a regular file (a directory, FIFO, socket or device)"
+            )
         if info.st_size > max_bytes:
             raise PiSessionError("pi-session-too-large", f"{path}: the file exceeds {max_bytes} bytes")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _read_regular_file(path: Path, max_bytes: int) -> bytes:
+    with open_pi_session_file(path, max_bytes) as handle:
         return handle.read(max_bytes + 1)
 
 
