@@ -38,6 +38,7 @@ from ._index import (
 from ._reader import (
     DEFAULT_MAX_PI_SESSION_BYTES,
     KNOWN_PI_ENTRY_TYPES,
+    MAX_PI_JSON_DEPTH,
     PI_ISSUE_CODES,
     PI_SESSION_VERSION,
     PiEntry,
@@ -64,6 +65,7 @@ __all__ = [
     "DEFAULT_MAX_PI_SESSION_BYTES",
     "KNOWN_PI_ENTRY_TYPES",
     "LEAF",
+    "MAX_PI_JSON_DEPTH",
     "MEMORY_CUSTOM_TYPE",
     "PIN_CUSTOM_TYPE",
     "PI_ADAPTER_NAME",

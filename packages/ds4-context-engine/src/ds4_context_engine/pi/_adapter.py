@@ -60,7 +60,14 @@ PI_LOCAL_KV_UNSUPPORTED_REASON: Final = (
 _EMBEDDING_UNSUPPORTED_REASON: Final = "no embedding port was given to the adapter"
 # Issues that mean the file is damaged; a snapshot of it would silently leave content out.
 _FATAL_ISSUES: Final = frozenset(
-    {"pi-line-corrupt", "pi-entry-invalid", "pi-entry-id-duplicate", "pi-parent-cycle", "pi-parent-dangling"}
+    {
+        "pi-line-corrupt",
+        "pi-line-too-deep",
+        "pi-entry-invalid",
+        "pi-entry-id-duplicate",
+        "pi-parent-cycle",
+        "pi-parent-dangling",
+    }
 )
 
 
@@ -107,7 +114,16 @@ class PiSessionAdapter:
         return self._path
 
     def _trusted_root_for(self, cwd: str) -> str:
+        """The resolved ``cwd``, if it is an existing directory inside a trusted root; else raise."""
+        if "\x00" in cwd:
+            raise UntrustedPathError(
+                "trusted-project-root-invalid", "the session cwd contains a NUL character"
+            )
         resolved = Path(cwd).expanduser().resolve(strict=False)
+        if not resolved.is_dir():
+            raise UntrustedPathError(
+                "trusted-project-root-not-directory", "the session cwd is not an existing directory"
+            )
         for root in self._roots:
             try:
                 trusted = root.expanduser().resolve(strict=True)

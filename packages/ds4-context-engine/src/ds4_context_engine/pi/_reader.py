@@ -22,6 +22,7 @@ from ds4_context_engine._exceptions import PiSessionError
 __all__ = [
     "DEFAULT_MAX_PI_SESSION_BYTES",
     "KNOWN_PI_ENTRY_TYPES",
+    "MAX_PI_JSON_DEPTH",
     "PI_ISSUE_CODES",
     "PI_SESSION_VERSION",
     "PiEntry",
@@ -35,6 +36,8 @@ __all__ = [
 
 PI_SESSION_VERSION: Final = 3
 DEFAULT_MAX_PI_SESSION_BYTES: Final = 256 * 1024 * 1024
+#: The deepest nesting of JSON arrays and objects a line may have (the entry object itself is level 1).
+MAX_PI_JSON_DEPTH: Final = 64
 KNOWN_PI_ENTRY_TYPES: Final = (
     "branch_summary",
     "compaction",
@@ -53,6 +56,7 @@ PI_ISSUE_CODES: Final = (
     "pi-entry-type-unknown",
     "pi-line-corrupt",
     "pi-line-partial",
+    "pi-line-too-deep",
     "pi-message-role-unknown",
     "pi-parent-cycle",
     "pi-parent-dangling",
@@ -63,6 +67,7 @@ IssueSeverity = Literal["info", "warning", "error"]
 _HEADER_KEYS: Final = frozenset({"type", "version", "id", "timestamp", "cwd", "parentSession"})
 
 _decoder: Final = msgspec.json.Decoder()
+_TOO_DEEP: Final = object()
 
 
 class PiSessionHeader(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,6 +101,37 @@ class PiSessionIssue(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     message: str
     line: int | None = None
     entry_id: str | None = None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether decoded JSON nests arrays and objects more than ``limit`` levels (without recursing)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _decode_line(text: bytes) -> Any:
+    """The decoded line; ``_TOO_DEEP`` when it nests deeper than :data:`MAX_PI_JSON_DEPTH`.
+
+    Raises ``msgspec.DecodeError`` for a line that is not JSON. Only a line with more opening brackets
+    than the limit (strings included, a cheap count) is walked for its real depth.
+    """
+    try:
+        value = _decoder.decode(text)
+    except RecursionError:  # deeper than the interpreter's own limit: far beyond ours
+        return _TOO_DEEP
+    if (
+        isinstance(value, dict | list)
+        and text.count(b"[") + text.count(b"{") > MAX_PI_JSON_DEPTH
+        and _deeper_than(value, MAX_PI_JSON_DEPTH)
+    ):
+        return _TOO_DEEP
+    return value
 
 
 def _v1_entry_id(session_id: str, line: int, taken: set[str]) -> str:
@@ -210,9 +246,16 @@ def _scan_lines(data: bytes, start: int, scan: _Scan, *, base_offset: int = 0) -
         if not text.strip():
             continue
         try:
-            raw = _decoder.decode(text)
+            raw = _decode_line(text)
         except msgspec.DecodeError:
             scan.issue("pi-line-corrupt", "error", "the line is not valid JSON and was skipped")
+            continue
+        if raw is _TOO_DEEP:
+            scan.issue(
+                "pi-line-too-deep",
+                "error",
+                f"the line nests deeper than {MAX_PI_JSON_DEPTH} levels and was skipped",
+            )
             continue
         if not isinstance(raw, dict):
             scan.issue("pi-line-corrupt", "error", "the line is not a JSON object and was skipped")
@@ -377,9 +420,13 @@ def read_pi_session_bytes(
     if first_end < 0:
         raise PiSessionError("pi-session-header-missing", f"{path}: there is no complete header line")
     try:
-        raw_header = _decoder.decode(data[:first_end])
+        raw_header = _decode_line(data[:first_end])
     except msgspec.DecodeError as error:
         raise PiSessionError("pi-session-header-invalid", f"{path}: the header is not valid JSON") from error
+    if raw_header is _TOO_DEEP:
+        raise PiSessionError(
+            "pi-session-header-invalid", f"{path}: the header nests deeper than {MAX_PI_JSON_DEPTH} levels"
+        )
     header = _parse_header(raw_header, path)
     scan = _Scan(header, set(), first_line=1)
     _scan_lines(data, first_end + 1, scan)

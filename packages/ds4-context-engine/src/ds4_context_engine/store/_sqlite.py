@@ -17,6 +17,7 @@ import functools
 import hashlib
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -84,6 +85,9 @@ _APPLICATION_ID: Final = 0x44533443
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _HEADER_BYTES: Final = 100
 _APPLICATION_ID_AT: Final = slice(68, 72)
+_PROBE_FLAGS: Final = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+)
 
 
 def _not_a_store(path: Path) -> DerivedStoreError:
@@ -100,15 +104,24 @@ def _store_claim(path: Path) -> Literal["ours", "unmarked"]:
     An unmarked database (application id 0: empty, or written before stores were marked) is adopted only
     if its tables are a subset of our schema's (:func:`_schema_tables`). Anything else is refused.
     """
+    unreadable = DerivedStoreError(
+        "derived-store-path-unreadable",
+        f"{path}: the store path cannot be read as a file (a directory, FIFO or device, or no permission)",
+    )
     try:
-        with path.open("rb") as handle:
-            header = handle.read(_HEADER_BYTES)
+        # non-blocking: a FIFO at the store path would otherwise wait for a writer forever
+        descriptor = os.open(path, _PROBE_FLAGS)
     except FileNotFoundError:
         return "ours"
     except OSError:
-        raise DerivedStoreError(
-            "derived-store-path-unreadable", f"{path}: the store path cannot be read as a file"
-        ) from None
+        raise unreadable from None
+    try:
+        regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
+        header = os.read(descriptor, _HEADER_BYTES) if regular else b""
+    finally:
+        os.close(descriptor)
+    if not regular:
+        raise unreadable
     if not header:
         return "ours"  # an empty file: ours from os.open below, or nothing to lose
     if len(header) < _HEADER_BYTES or not header.startswith(_SQLITE_MAGIC):

@@ -1,0 +1,342 @@
+"""Hostile input and faults at the Pi reader, the adapter, the workspace and the store (issue 22).
+
+Every case here ends in a documented error or issue with a stable code, never a hang, a raw
+``TypeError``/``ValueError``/``RecursionError`` or silently lost state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+
+from ds4_context_engine._exceptions import (
+    DerivedStoreError,
+    PiSessionError,
+    PiSessionWriteError,
+    UntrustedPathError,
+)
+from ds4_context_engine.commands import ContextWorkspace
+from ds4_context_engine.pi import (
+    MAX_PI_JSON_DEPTH,
+    PiSessionAdapter,
+    append_pi_entry,
+    build_pi_context,
+    create_pi_session,
+    read_pi_session,
+    read_pi_session_bytes,
+)
+from ds4_context_engine.store import open_derived_store
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and fork-free processes are POSIX")
+
+
+async def _transport(request):
+    return {"role": "assistant", "content": "ok"}
+
+
+def _header(cwd: str, session_id: str = "s1") -> bytes:
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": session_id,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "cwd": cwd,
+    }
+    return json.dumps(header).encode() + b"\n"
+
+
+def _line(entry_id: str, parent: str | None, message: object) -> bytes:
+    entry = {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "t", "message": message}
+    return json.dumps(entry).encode() + b"\n"
+
+
+class _Hung(BaseException):
+    """Raised by the alarm; not an ``OSError``, so no handler under test can mistake it for a refusal."""
+
+
+@pytest.fixture
+def no_hang():
+    """Turns a call blocked for seconds into ``_Hung`` (the bug was a hang forever)."""
+
+    def expire(signum, frame):
+        raise _Hung("blocked on a non-regular file")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(5)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+# -- item 4: malformed values and deep nesting -----------------------------------------------------
+
+
+@pytest.mark.parametrize("role", [["user"], {"a": 1}, 7, None, True])
+def test_a_message_whose_role_is_not_a_string_is_an_issue_not_a_type_error(tmp_path, role):
+    data = _header(str(tmp_path)) + _line("a", None, {"role": "user", "content": "hi"})
+    data += _line("b", "a", {"role": role, "content": "x"})
+    session = read_pi_session_bytes(data)
+    context = build_pi_context(session)
+    assert [message.source_entry_id for message in context.messages] == ["a"]
+    assert [(issue.code, issue.entry_id) for issue in context.issues] == [("pi-message-role-unknown", "b")]
+    assert context.excluded_entry_ids == ("b",)
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [MAX_PI_JSON_DEPTH + 1, 100_000])
+def test_a_line_nested_deeper_than_the_limit_is_an_issue_and_the_rest_is_read(tmp_path, depth):
+    deep = (
+        b'{"type":"message","id":"d","parentId":"a","message":{"role":"user","content":'
+        + _nested(depth).encode()
+        + b"}}\n"
+    )
+    data = _header(str(tmp_path)) + _line("a", None, {"role": "user", "content": "hi"}) + deep
+    data += _line("c", "a", {"role": "user", "content": "after"})
+    session = read_pi_session_bytes(data)
+    assert [entry.id for entry in session.entries] == ["a", "c"]
+    assert [(issue.code, issue.line) for issue in session.issues] == [("pi-line-too-deep", 3)]
+
+
+def test_a_line_exactly_at_the_nesting_limit_is_read(tmp_path):
+    # the entry object is level 1 and the message level 2, so content may nest MAX - 2 levels more
+    content = _nested(MAX_PI_JSON_DEPTH - 2)
+    line = b'{"type":"message","id":"d","parentId":null,"message":{"role":"user","content":'
+    session = read_pi_session_bytes(_header(str(tmp_path)) + line + content.encode() + b"}}\n")
+    assert [entry.id for entry in session.entries] == ["d"]
+    assert session.issues == ()
+
+
+def test_nesting_inside_strings_does_not_count(tmp_path):
+    text = "[{" * (MAX_PI_JSON_DEPTH * 4)
+    session = read_pi_session_bytes(
+        _header(str(tmp_path)) + _line("a", None, {"role": "user", "content": text})
+    )
+    assert session.issues == ()
+    assert build_pi_context(session).messages[0].blocks[0].text == text
+
+
+def test_a_header_nested_too_deep_is_a_header_error(tmp_path):
+    header = b'{"type":"session","version":3,"id":"s","cwd":"/","x":' + _nested(100_000).encode() + b"}\n"
+    with pytest.raises(PiSessionError) as caught:
+        read_pi_session_bytes(header)
+    assert caught.value.code == "pi-session-header-invalid"
+
+
+def test_the_adapter_and_store_survive_a_deeply_nested_line(tmp_path):
+    path = tmp_path / "session.jsonl"
+    deep = b'{"type":"custom","id":"d","parentId":"a","data":' + _nested(50_000).encode() + b"}\n"
+    path.write_bytes(_header(str(tmp_path)) + _line("a", None, {"role": "user", "content": "hi"}) + deep)
+    adapter = PiSessionAdapter(path, trusted_roots=[tmp_path], transport=_transport)
+    with pytest.raises(PiSessionError) as caught:
+        adapter.snapshot_history()
+    assert caught.value.code == "pi-session-damaged"
+    store = open_derived_store(None)
+    report = store.index_file(path)
+    assert (report.entries_indexed, report.issues) == (1, 1)
+
+
+# -- item 5: FIFOs and other non-regular files -------------------------------------------------------
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "session.jsonl"
+    os.mkfifo(path, 0o600)
+    return path
+
+
+def test_the_reader_refuses_a_fifo_without_blocking(fifo, no_hang):
+    with pytest.raises(PiSessionError) as caught:
+        read_pi_session(fifo)
+    assert caught.value.code == "pi-session-unreadable"
+
+
+def test_the_adapter_and_workspace_refuse_a_fifo_without_blocking(fifo, no_hang):
+    adapter = PiSessionAdapter(fifo, trusted_roots=[fifo.parent], transport=_transport)
+    with pytest.raises(PiSessionError) as caught:
+        adapter.snapshot_history()
+    assert caught.value.code == "pi-session-unreadable"
+    with pytest.raises(PiSessionError) as caught:
+        ContextWorkspace.open(fifo, no_store=True)
+    assert caught.value.code == "pi-session-unreadable"
+
+
+def test_the_store_refuses_a_fifo_session_without_blocking(fifo, no_hang):
+    store = open_derived_store(None)
+    with pytest.raises(DerivedStoreError) as caught:
+        store.index_file(fifo)
+    assert caught.value.code == "derived-store-source-unreadable"
+    with pytest.raises(PiSessionError) as caught:
+        store.rebuild_session(fifo)
+    assert caught.value.code == "pi-session-unreadable"
+
+
+def test_appending_to_a_fifo_is_refused_without_blocking(fifo, no_hang):
+    with pytest.raises(PiSessionWriteError) as caught:
+        append_pi_entry(fifo, "label", {"targetId": "x", "label": "y"})
+    assert caught.value.code == "pi-session-unwritable"
+
+
+def test_a_fifo_at_the_store_path_is_refused_without_blocking(tmp_path, no_hang):
+    path = tmp_path / "state" / "derived.sqlite3"
+    path.parent.mkdir(mode=0o700)
+    os.mkfifo(path, 0o600)
+    with pytest.raises(DerivedStoreError) as caught:
+        open_derived_store(path)
+    assert caught.value.code == "derived-store-path-unreadable"
+    assert path.exists()
+    assert not path.is_file()  # left untouched
+
+
+def test_a_directory_at_the_store_path_is_refused(tmp_path):
+    path = tmp_path / "derived.sqlite3"
+    path.mkdir()
+    with pytest.raises(DerivedStoreError) as caught:
+        open_derived_store(path)
+    assert caught.value.code == "derived-store-path-unreadable"
+
+
+# -- item 9: the session cwd as project root ------------------------------------------------------------
+
+
+def test_a_cwd_with_nul_is_an_untrusted_path_error_not_a_value_error(tmp_path):
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(_header(f"{tmp_path}/a\u0000b") + _line("a", None, {"role": "user", "content": "hi"}))
+    adapter = PiSessionAdapter(path, trusted_roots=[tmp_path], transport=_transport)
+    for call in (adapter.snapshot_history, adapter.trusted_project_root):
+        with pytest.raises(UntrustedPathError) as caught:
+            call()
+        assert caught.value.code == "trusted-project-root-invalid"
+    assert [d.code for d in adapter.diagnostics()][:1] == ["canonical-history-read-failed"]
+
+
+@pytest.mark.parametrize("kind", ["file", "missing"])
+def test_a_cwd_that_is_not_a_directory_is_not_trusted(tmp_path, kind):
+    cwd = tmp_path / "project"
+    if kind == "file":
+        cwd.write_text("not a directory")
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(_header(str(cwd)) + _line("a", None, {"role": "user", "content": "hi"}))
+    adapter = PiSessionAdapter(path, trusted_roots=[tmp_path], transport=_transport)
+    with pytest.raises(UntrustedPathError) as caught:
+        adapter.snapshot_history()
+    assert caught.value.code == "trusted-project-root-not-directory"
+    cwd.unlink(missing_ok=True)
+    cwd.mkdir()
+    assert adapter.snapshot_history().project_root == str(cwd.resolve())
+
+
+# -- item 10: shutdown ---------------------------------------------------------------------------------
+
+
+def test_shutdown_releases_the_parsed_session_and_is_idempotent(tmp_path):
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(_header(str(tmp_path)) + _line("a", None, {"role": "user", "content": "hi"}))
+    adapter = PiSessionAdapter(path, trusted_roots=[tmp_path], transport=_transport)
+    adapter.snapshot_history()
+    assert not hasattr(adapter, "_session")  # the attribute the old shutdown cleared never existed
+    anyio.run(adapter.shutdown)
+    anyio.run(adapter.shutdown)
+    assert adapter._view._read is None  # nothing parsed is kept alive by a closed adapter
+    assert not hasattr(adapter, "_session")
+    assert [d.code for d in adapter.diagnostics()].count("adapter-closed") == 1
+
+
+# -- item 7: another process rebuilding the store ------------------------------------------------------
+
+_REBUILDER = textwrap.dedent(
+    """
+    import sys
+    from ds4_context_engine.store import open_derived_store
+
+    store = open_derived_store(sys.argv[1], busy_timeout=5.0)
+    for _ in range(int(sys.argv[3])):
+        store.rebuild([sys.argv[2]])
+    print(",".join(store.health().events))
+    store.close()
+    """
+)
+
+
+def _session_file(tmp_path: Path) -> Path:
+    path = tmp_path / "session.jsonl"
+    create_pi_session(path, cwd=str(tmp_path), session_id="work")
+    append_pi_entry(path, "message", {"message": {"role": "user", "content": "index me", "timestamp": 1}})
+    return path
+
+
+def _rebuild_elsewhere(store_path: Path, session: Path, times: int = 1) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _REBUILDER, str(store_path), str(session), str(times)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+
+
+def test_writes_after_another_process_rebuilt_the_store_land_in_the_new_file(tmp_path):
+    session = _session_file(tmp_path)
+    store_path = tmp_path / "state" / "derived.sqlite3"
+    store = open_derived_store(store_path)
+    store.index_file(session)
+    _rebuild_elsewhere(store_path, session)
+    assert store.add_calibration_sample("openai/gpt", estimated=10, actual=12, source="work:a")
+    store.record_manifest("work", '{"plan": 1}', leaf_id="a")
+    store.close()
+    # what a fresh process sees: the samples and the manifest written after the rebuild are there
+    fresh = open_derived_store(store_path)
+    assert [(s.estimated, s.actual) for s in fresh.calibration_samples("openai/gpt")] == [(10, 12)]
+    assert [m.body for m in fresh.manifests("work")] == ['{"plan": 1}']
+    fresh.close()
+
+
+def test_the_store_reports_that_it_reopened_a_replaced_file(tmp_path):
+    session = _session_file(tmp_path)
+    store_path = tmp_path / "derived.sqlite3"
+    store = open_derived_store(store_path)
+    store.index_file(session)
+    _rebuild_elsewhere(store_path, session)
+    assert [hit.entry_id for hit in store.search("work", "index")]  # read from the new file
+    assert "derived-store-reopened" in store.health().events
+    assert "derived-store-corrupt-rebuilt" not in store.health().events
+    store.close()
+
+
+def test_concurrent_rebuilds_never_report_corruption(tmp_path):
+    session = _session_file(tmp_path)
+    store_path = tmp_path / "derived.sqlite3"
+    open_derived_store(store_path).close()
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _REBUILDER, str(store_path), str(session), "15"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0, 0], [err[-400:] for _, err in outputs]
+    for stdout, _ in outputs:
+        events = stdout.strip().split(",")
+        assert "derived-store-corrupt-rebuilt" not in events
+        assert events.count("derived-store-rebuilt") == 15
+    with sqlite3.connect(store_path) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    store = open_derived_store(store_path)
+    assert store.index_file(session).mode in ("unchanged", "full")
+    assert [hit.entry_id for hit in store.search("work", "index")]
+    store.close()
