@@ -287,7 +287,7 @@ def _rebuild_elsewhere(store_path: Path, session: Path, times: int = 1) -> subpr
     )
 
 
-def test_writes_after_another_process_rebuilt_the_store_land_in_the_new_file(tmp_path):
+def test_writes_after_another_process_rebuilt_the_store_are_kept(tmp_path):
     session = _session_file(tmp_path)
     store_path = tmp_path / "state" / "derived.sqlite3"
     store = open_derived_store(store_path)
@@ -303,16 +303,34 @@ def test_writes_after_another_process_rebuilt_the_store_land_in_the_new_file(tmp
     fresh.close()
 
 
-def test_the_store_reports_that_it_reopened_a_replaced_file(tmp_path):
+_REPLACER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from ds4_context_engine.store import open_derived_store
+
+    for suffix in ("", "-wal", "-shm"):
+        Path(sys.argv[1] + suffix).unlink(missing_ok=True)
+    store = open_derived_store(sys.argv[1])
+    store.index_file(sys.argv[2])
+    store.close()
+    """
+)
+
+
+def test_a_store_file_replaced_by_another_process_is_reopened(tmp_path):
     session = _session_file(tmp_path)
     store_path = tmp_path / "derived.sqlite3"
     store = open_derived_store(store_path)
     store.index_file(session)
-    _rebuild_elsewhere(store_path, session)
+    subprocess.run([sys.executable, "-c", _REPLACER, str(store_path), str(session)], check=True, timeout=120)
     assert [hit.entry_id for hit in store.search("work", "index")]  # read from the new file
-    assert "derived-store-reopened" in store.health().events
-    assert "derived-store-corrupt-rebuilt" not in store.health().events
+    assert store.add_calibration_sample("openai/gpt", estimated=10, actual=12)
+    assert store.health().events == ("derived-store-reopened",)
     store.close()
+    fresh = open_derived_store(store_path)
+    assert len(fresh.calibration_samples("openai/gpt")) == 1  # written into the file everybody sees
+    fresh.close()
 
 
 def test_concurrent_rebuilds_never_report_corruption(tmp_path):

@@ -67,6 +67,19 @@ _SOURCE_UNUSABLE: Final = frozenset({"pi-session-not-found", "pi-session-unreada
 _FTS_BODY_LIMIT: Final = 200_000
 _EXCERPT_TOKENS: Final = 16
 _SIDE_FILES: Final = ("-wal", "-shm", "-journal")
+# every table of the schema but the migration record, children before the rows they reference
+_CLEARED_TABLES: Final = (
+    "entries_fts",
+    "artifact_refs",
+    "pins",
+    "memory_items",
+    "entries",
+    "sessions",
+    "artifacts",
+    "manifests",
+    "calibration_samples",
+    "calibration_sources",
+)
 
 _T = TypeVar("_T")
 
@@ -198,6 +211,8 @@ class SqliteDerivedStore:
         self._indexer = PiSessionIndexer()
         # one connection shared by the threads of a host; calls are serialised
         self._lock = threading.RLock()
+        # (device, inode) of the file the connection has open: another process may replace it
+        self._identity: tuple[int, int] | None = None
         self._connection = self._connect()
 
     # -- connection lifecycle ---------------------------------------------------------------------
@@ -220,7 +235,31 @@ class SqliteDerivedStore:
             self._events.append("derived-store-corrupt-rebuilt")
             self._delete_files(self._path)
             connection = self._open_file(self._path, adopt=False)
+        self._identity = self._file_identity()
         return connection
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        if self._mode != "file" or self._path is None:
+            return None
+        try:
+            info = os.stat(self._path)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
+
+    def _reopen_if_replaced(self) -> None:
+        """Reopen the store file when another process replaced or deleted it since this one opened it.
+
+        Otherwise every later write (calibration samples, manifests) would go into the deleted file and be
+        lost to every other reader.
+        """
+        if self._mode != "file" or self._file_identity() == self._identity:
+            return
+        self._events.append("derived-store-reopened")
+        self._indexer.forget()
+        with contextlib.suppress(sqlite3.Error):
+            self._connection.close()
+        self._connection = self._connect()
 
     def _open_file(self, path: Path, *, adopt: bool) -> sqlite3.Connection:
         if not path.exists():
@@ -262,6 +301,7 @@ class SqliteDerivedStore:
     def _guard(self, operation: Callable[[], _T]) -> _T:
         """Run ``operation``; on a lock, continue in memory; on corruption, rebuild the file; retry once."""
         with self._lock:
+            self._reopen_if_replaced()
             return self._guarded(operation)
 
     def _guarded(self, operation: Callable[[], _T]) -> _T:
@@ -366,8 +406,22 @@ class SqliteDerivedStore:
     def rebuild(self, paths: Iterable[str | os.PathLike[str]]) -> tuple[IndexReport, ...]:
         """Delete the whole store and replay every given session file into a fresh one."""
         with self._lock:
-            self._reset("derived-store-rebuilt")
+            self._guard(self._clear)
+            self._events.append("derived-store-rebuilt")
             return tuple(self.index_file(path) for path in paths)
+
+    def _clear(self) -> None:
+        """Empty every table in one transaction, in place.
+
+        The file stays the same, so other processes with the store open keep reading and writing the
+        one store everybody sees (deleting it would leave them writing into a deleted file), and two
+        rebuilds at once are two transactions, not a race on file names. A store that cannot be read is
+        deleted and made again by the guard, as everywhere.
+        """
+        self._indexer.forget()
+        with self._transaction() as connection:
+            for table in _CLEARED_TABLES:
+                connection.execute(f"DELETE FROM {table}")  # noqa: S608 (names are our constants)
 
     def _entry_shapes(self, session_id: str) -> tuple[PiEntryShape, ...]:
         rows = self._connection.execute(
