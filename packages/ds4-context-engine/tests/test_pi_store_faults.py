@@ -26,11 +26,14 @@ from ds4_context_engine._exceptions import (
 )
 from ds4_context_engine.commands import ContextWorkspace
 from ds4_context_engine.pi import (
+    DEFAULT_MAX_PI_SESSION_ENTRIES,
+    MAX_PI_ISSUES_PER_CODE,
     MAX_PI_JSON_DEPTH,
     PiSessionAdapter,
     append_pi_entry,
     build_pi_context,
     create_pi_session,
+    extend_pi_session,
     read_pi_session,
     read_pi_session_bytes,
 )
@@ -358,3 +361,43 @@ def test_concurrent_rebuilds_never_report_corruption(tmp_path):
     assert store.index_file(session).mode in ("unchanged", "full")
     assert [hit.entry_id for hit in store.search("work", "index")]
     store.close()
+
+
+# -- item 6: memory bounded however small the entries ----------------------------------------------------
+
+
+def _tiny_entries(count: int, entry_type: str = "label") -> bytes:
+    return b"".join(b'{"type":"%s","id":"%x"}\n' % (entry_type.encode(), number) for number in range(count))
+
+
+def test_a_session_with_more_entries_than_the_limit_is_refused(tmp_path):
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(_header(str(tmp_path)) + _tiny_entries(11))
+    assert len(read_pi_session(path, max_entries=11).entries) == 11
+    with pytest.raises(PiSessionError) as caught:
+        read_pi_session(path, max_entries=10)
+    assert caught.value.code == "pi-session-too-many-entries"
+    assert DEFAULT_MAX_PI_SESSION_ENTRIES == 1_000_000
+
+
+def test_growing_past_the_entry_limit_is_refused_too(tmp_path):
+    session = read_pi_session_bytes(_header(str(tmp_path)) + _tiny_entries(5), max_entries=5)
+    with pytest.raises(PiSessionError) as caught:
+        extend_pi_session(session, b'{"type":"label","id":"new"}\n', max_entries=5)
+    assert caught.value.code == "pi-session-too-many-entries"
+
+
+def test_issues_are_kept_up_to_a_bound_per_code_and_the_rest_counted(tmp_path):
+    garbage = b"not json\n" * (MAX_PI_ISSUES_PER_CODE + 50)
+    data = _header(str(tmp_path)) + garbage + _tiny_entries(MAX_PI_ISSUES_PER_CODE + 7, "unknown-kind")
+    session = read_pi_session_bytes(data)
+    codes = [issue.code for issue in session.issues]
+    assert codes.count("pi-line-corrupt") == MAX_PI_ISSUES_PER_CODE
+    assert codes.count("pi-entry-type-unknown") == MAX_PI_ISSUES_PER_CODE
+    assert session.issues_omitted == 57
+    # an append keeps the bound, and a damaged line later is still reported under its own code
+    grown = extend_pi_session(session, b"also not json\n" + b'{"type":"label","id":"dup"}\n' * 2)
+    codes = [issue.code for issue in grown.issues]
+    assert codes.count("pi-line-corrupt") == MAX_PI_ISSUES_PER_CODE
+    assert codes.count("pi-entry-id-duplicate") == 1
+    assert grown.issues_omitted == 58
