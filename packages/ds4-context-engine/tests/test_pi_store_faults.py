@@ -17,7 +17,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from ds4_context_core import HistoryError
+from ds4_context_core.history import HISTORY_VALIDATION_FAILED
 from ds4_context_engine._exceptions import (
     DerivedStoreError,
     PiSessionError,
@@ -27,17 +31,23 @@ from ds4_context_engine._exceptions import (
 from ds4_context_engine.commands import ContextWorkspace
 from ds4_context_engine.pi import (
     DEFAULT_MAX_PI_SESSION_ENTRIES,
+    KNOWN_PI_ENTRY_TYPES,
     MAX_PI_ISSUES_PER_CODE,
     MAX_PI_JSON_DEPTH,
+    MEMORY_CUSTOM_TYPE,
+    PI_ISSUE_CODES,
+    PIN_CUSTOM_TYPE,
+    UNPIN_CUSTOM_TYPE,
     PiSessionAdapter,
     append_pi_entry,
     build_pi_context,
     create_pi_session,
     extend_pi_session,
+    pi_index_record,
     read_pi_session,
     read_pi_session_bytes,
 )
-from ds4_context_engine.store import open_derived_store
+from ds4_context_engine.store import open_derived_store, replay_session_events
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and fork-free processes are POSIX")
 
@@ -262,7 +272,7 @@ def test_shutdown_releases_the_parsed_session_and_is_idempotent(tmp_path):
 _REBUILDER = textwrap.dedent(
     """
     import sys
-    from ds4_context_engine.store import open_derived_store
+    from ds4_context_engine.store import open_derived_store, replay_session_events
 
     store = open_derived_store(sys.argv[1], busy_timeout=5.0)
     for _ in range(int(sys.argv[3])):
@@ -310,7 +320,7 @@ _REPLACER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from ds4_context_engine.store import open_derived_store
+    from ds4_context_engine.store import open_derived_store, replay_session_events
 
     for suffix in ("", "-wal", "-shm"):
         Path(sys.argv[1] + suffix).unlink(missing_ok=True)
@@ -401,3 +411,114 @@ def test_issues_are_kept_up_to_a_bound_per_code_and_the_rest_counted(tmp_path):
     assert codes.count("pi-line-corrupt") == MAX_PI_ISSUES_PER_CODE
     assert codes.count("pi-entry-id-duplicate") == 1
     assert grown.issues_omitted == 58
+
+
+# -- fuzzing: whatever the lines hold, only documented outcomes ---------------------------------------
+
+_json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+_json = st.recursive(
+    _json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+)
+_entry_ids = st.sampled_from(["a", "b", "c", "d"])
+_pi_values = _json | st.sampled_from(["user", "assistant", "toolResult", "bashExecution", "custom", "text"])
+_blocks = st.lists(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["text", "thinking", "image", "toolCall"]) | _json},
+        optional={
+            "text": _pi_values,
+            "thinking": _pi_values,
+            "id": _pi_values,
+            "name": _pi_values,
+            "arguments": _json,
+            "data": _pi_values,
+            "mimeType": _pi_values,
+        },
+    ),
+    max_size=3,
+)
+_messages = st.fixed_dictionaries(
+    {"role": _pi_values | st.sampled_from(["branchSummary", "compactionSummary", "hookMessage"])},
+    optional={
+        "content": _blocks | _pi_values,
+        "toolCallId": _pi_values,
+        "toolName": _pi_values,
+        "isError": _json,
+        "command": _pi_values,
+        "output": _pi_values,
+        "exitCode": _json,
+        "summary": _pi_values,
+        "provider": _pi_values,
+        "model": _pi_values,
+        "timestamp": _json,
+    },
+)
+_entries = st.fixed_dictionaries(
+    {"type": st.sampled_from([*KNOWN_PI_ENTRY_TYPES, "unknown"]) | _json, "id": _entry_ids | _json},
+    optional={
+        "parentId": _entry_ids | _json,
+        "message": _messages | _json,
+        "customType": st.sampled_from([PIN_CUSTOM_TYPE, UNPIN_CUSTOM_TYPE, MEMORY_CUSTOM_TYPE]) | _json,
+        "data": st.fixed_dictionaries(
+            {},
+            optional={
+                "entryId": _pi_values,
+                "itemId": _pi_values,
+                "op": st.sampled_from(["add", "remove"]) | _json,
+                "text": _pi_values,
+                "label": _pi_values,
+            },
+        )
+        | _json,
+        "summary": _pi_values,
+        "content": _blocks | _pi_values,
+        "firstKeptEntryId": _entry_ids | _json,
+        "targetId": _entry_ids | _json,
+        "label": _pi_values,
+        "provider": _pi_values,
+        "modelId": _pi_values,
+        "thinkingLevel": _pi_values,
+        "timestamp": _json,
+    },
+)
+_lines = st.lists(
+    st.one_of(_entries.map(lambda entry: json.dumps(entry).encode()), st.binary(max_size=12)), max_size=8
+)
+
+
+def _snapshot_outcome(adapter: PiSessionAdapter) -> str:
+    """``snapshot``, or the code of the documented error the adapter raised."""
+    try:
+        snapshot = adapter.snapshot_history()
+    except (PiSessionError, HistoryError) as error:
+        return error.code
+    return "snapshot" if snapshot.session_id == "fz" else "wrong session"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=_lines, version=st.sampled_from([1, 2, 3]), torn=st.booleans())
+def test_fuzzed_lines_give_a_session_a_context_and_records_never_an_exception(
+    tmp_path_factory, lines, version, torn
+):
+    directory = tmp_path_factory.mktemp("fuzz")
+    header = json.dumps(
+        {"type": "session", "version": version, "id": "fz", "timestamp": "", "cwd": str(directory)}
+    )
+    data = header.encode() + b"\n" + b"\n".join(line.replace(b"\n", b" ") for line in lines)
+    data += b"" if torn else b"\n"
+    session = read_pi_session_bytes(data)
+    assert {issue.code for issue in session.issues} <= set(PI_ISSUE_CODES)
+    for leaf in (None, *session.leaves()):
+        context = build_pi_context(session, leaf, pinned_entry_ids=["a"])
+        assert {issue.code for issue in context.issues} <= set(PI_ISSUE_CODES)
+    records = [pi_index_record(entry) for entry in session.entries]
+    assert [record.shape.entry_id for record in records] == [entry.id for entry in session.entries]
+    assert replay_session_events("fz", session.entries) is not None
+    # the adapter either snapshots or raises one of its documented errors
+    path = directory / "session.jsonl"
+    path.write_bytes(data)
+    adapter = PiSessionAdapter(path, trusted_roots=[directory], transport=_transport)
+    assert _snapshot_outcome(adapter) in ("snapshot", "pi-session-damaged", HISTORY_VALIDATION_FAILED)
+    store = open_derived_store(None)
+    assert store.index_file(path).entries_indexed == len(session.entries)
+    store.close()
