@@ -522,3 +522,43 @@ def test_fuzzed_lines_give_a_session_a_context_and_records_never_an_exception(
     store = open_derived_store(None)
     assert store.index_file(path).entries_indexed == len(session.entries)
     store.close()
+
+
+# -- files swapped under a reader that already read them ---------------------------------------------------
+
+
+def test_a_fifo_swapped_in_after_a_read_is_refused_without_blocking(tmp_path, no_hang):
+    session = _session_file(tmp_path)
+    adapter = PiSessionAdapter(session, trusted_roots=[tmp_path], transport=_transport)
+    adapter.snapshot_history()
+    workspace = ContextWorkspace.open(session, store_path=tmp_path / "derived.sqlite3")
+    session.unlink()
+    os.mkfifo(session, 0o600)
+    with pytest.raises(PiSessionError) as caught:
+        adapter.snapshot_history()
+    assert caught.value.code == "pi-session-unreadable"
+    with pytest.raises(PiSessionError) as caught:
+        workspace.refresh()
+    assert caught.value.code == "pi-session-unreadable"
+    with pytest.raises(DerivedStoreError) as caught:
+        workspace.store.index_file(session)
+    assert caught.value.code == "derived-store-source-unreadable"
+    workspace.close()
+
+
+def test_a_session_cut_short_below_the_indexed_offset_is_indexed_again_without_stale_entries(tmp_path):
+    session = _session_file(tmp_path)
+    kept = session.read_bytes()
+    append_pi_entry(
+        session, "message", {"message": {"role": "user", "content": "vanishing words", "timestamp": 2}}
+    )
+    store = open_derived_store(tmp_path / "derived.sqlite3")
+    assert store.index_file(session).entries_indexed == 2
+    assert store.search("work", "vanishing")
+    session.write_bytes(kept)  # the same session, cut back to its first entry
+    report = store.index_file(session)
+    assert (report.mode, report.entries_indexed) == ("full", 1)
+    assert store.search("work", "vanishing") == ()
+    assert store.search("work", "index")
+    assert store.storage().entries == 1
+    store.close()
