@@ -562,3 +562,21 @@ def test_a_session_cut_short_below_the_indexed_offset_is_indexed_again_without_s
     assert store.search("work", "index")
     assert store.storage().entries == 1
     store.close()
+
+
+def test_a_session_path_with_nul_is_a_coded_error_everywhere(tmp_path):
+    path = f"{tmp_path}/session\u0000.jsonl"
+    with pytest.raises(PiSessionError) as caught:
+        read_pi_session(path)
+    assert caught.value.code == "pi-session-unreadable"
+    adapter = PiSessionAdapter(path, trusted_roots=[tmp_path], transport=_transport)
+    with pytest.raises(PiSessionError) as caught:
+        adapter.snapshot_history()
+    assert caught.value.code == "pi-session-unreadable"
+    store = open_derived_store(None)
+    with pytest.raises(DerivedStoreError) as caught:
+        store.index_file(path)
+    assert caught.value.code == "derived-store-source-unreadable"
+    with pytest.raises(PiSessionError) as caught:
+        store.rebuild_session(path)
+    assert caught.value.code == "pi-session-unreadable"

@@ -264,8 +264,8 @@ class PiSessionIndexer:
         never written.
         """
         file_path = Path(path)
-        resolved = str(file_path.resolve())
         with open_pi_session_file(file_path) as handle:
+            resolved = str(file_path.resolve())
             size = os.fstat(handle.fileno()).st_size
             if cursor is not None and reason is None:
                 header_line = handle.readline(_HEADER_LINE_LIMIT)

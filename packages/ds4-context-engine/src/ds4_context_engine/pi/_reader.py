@@ -529,6 +529,8 @@ def open_pi_session_file(path: Path, max_bytes: int = DEFAULT_MAX_PI_SESSION_BYT
         raise PiSessionError("pi-session-not-found", f"{path}: no such session file") from error
     except OSError as error:
         raise PiSessionError("pi-session-unreadable", f"{path}: cannot open ({error.strerror})") from error
+    except ValueError:  # a NUL character: no such path can exist
+        raise PiSessionError("pi-session-unreadable", "the session path contains a NUL character") from None
     try:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):

@@ -353,12 +353,14 @@ class SqliteDerivedStore:
         return self._guard(lambda: self._index_file(file_path))
 
     def _index_file(self, file_path: Path, *, reason: str | None = None) -> IndexReport:
-        resolved = str(file_path.resolve())
-        row = self._connection.execute(
-            "SELECT session_id, header_hash, indexed_offset, indexed_line, tail_hash, version, cwd "
-            "FROM sessions WHERE path = ?",
-            (resolved,),
-        ).fetchone()
+        # a path with NUL names no file: the reader refuses it with its own code
+        row = None
+        if "\x00" not in str(file_path):
+            row = self._connection.execute(
+                "SELECT session_id, header_hash, indexed_offset, indexed_line, tail_hash, version, cwd "
+                "FROM sessions WHERE path = ?",
+                (str(file_path.resolve()),),
+            ).fetchone()
         cursor = None
         if row is not None:
             session_id, header_hash, offset, line, tail_hash, version, cwd = row
