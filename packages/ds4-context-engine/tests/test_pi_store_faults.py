@@ -580,3 +580,80 @@ def test_a_session_path_with_nul_is_a_coded_error_everywhere(tmp_path):
     with pytest.raises(PiSessionError) as caught:
         store.rebuild_session(path)
     assert caught.value.code == "pi-session-unreadable"
+
+
+_appended_lines = st.lists(
+    st.one_of(
+        st.builds(
+            lambda text: {"type": "message", "message": {"role": "user", "content": text, "timestamp": 1}},
+            st.text(alphabet="abc xyz", min_size=1, max_size=12),
+        ),
+        st.builds(
+            lambda target, label: {
+                "type": "custom",
+                "customType": PIN_CUSTOM_TYPE,
+                "data": {"entryId": target, "label": label},
+            },
+            _entry_ids,
+            st.text(max_size=3),
+        ),
+        st.builds(
+            lambda item, text: {
+                "type": "custom",
+                "customType": MEMORY_CUSTOM_TYPE,
+                "data": {"op": "add", "itemId": item, "text": text},
+            },
+            _entry_ids,
+            st.text(max_size=5),
+        ),
+        st.just({"type": "custom", "customType": UNPIN_CUSTOM_TYPE, "data": {"entryId": "a"}}),
+        st.just("garbage"),
+    ),
+    max_size=12,
+)
+
+
+def _store_state(store, session_id: str) -> tuple[object, ...]:
+    rows = store._connection.execute(
+        "SELECT entry_id, parent_id, type, role, line, byte_offset, chars FROM entries "
+        "WHERE session_id = ? ORDER BY line",
+        (session_id,),
+    ).fetchall()
+    texts = store._connection.execute(
+        "SELECT entry_key, body FROM entries_fts WHERE session_id = ? ORDER BY entry_key", (session_id,)
+    ).fetchall()
+    return rows, texts, store.pins(session_id), store.memory_items(session_id)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=_appended_lines, cuts=st.lists(st.integers(min_value=0, max_value=2_000), max_size=5))
+def test_indexing_appends_piece_by_piece_equals_indexing_the_whole_file_once(tmp_path_factory, lines, cuts):
+    directory = tmp_path_factory.mktemp("pieces")
+    body = b""
+    for number, line in enumerate(lines):
+        if line == "garbage":
+            body += b"{not json\n"
+            continue
+        entry = {
+            "id": f"e{number}",
+            "parentId": f"e{number - 1}" if number else None,
+            "timestamp": "t",
+            **line,
+        }
+        body += json.dumps(entry).encode() + b"\n"
+    whole = _header(str(directory), "pieces") + body
+    path = directory / "session.jsonl"
+    store = open_derived_store(None)
+    written = len(_header(str(directory), "pieces"))
+    path.write_bytes(whole[:written])
+    store.index_file(path)
+    for cut in sorted({min(written + cut, len(whole)) for cut in cuts}):  # torn lines included
+        path.write_bytes(whole[:cut])
+        store.index_file(path)
+    path.write_bytes(whole)
+    assert store.index_file(path).indexed_offset == len(whole)
+    fresh = open_derived_store(None)
+    assert fresh.index_file(path).mode == "full"
+    assert _store_state(store, "pieces") == _store_state(fresh, "pieces")
+    store.close()
+    fresh.close()
