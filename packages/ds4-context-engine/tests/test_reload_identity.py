@@ -20,7 +20,7 @@ from ds4_context_engine.pi import (
     create_pi_session,
     read_pi_session,
 )
-from ds4_context_engine.pi import _adapter as adapter_module
+from ds4_context_engine.pi import _view as view_module
 
 SESSION_ID = "11111111-1111-1111-1111-111111111111"
 SECRET = "OTHER-PROJECT-SECRET"
@@ -167,13 +167,13 @@ def test_the_workspace_reads_a_replaced_file_with_another_header_whole(projects,
 def full_reads(monkeypatch):
     """How many times a session was parsed from its first byte."""
     calls: list[str] = []
-    original = adapter_module.read_pi_session_bytes
+    original = view_module.read_pi_session_bytes
 
     def counting(data, **kwargs):
         calls.append(kwargs.get("path", ""))
         return original(data, **kwargs)
 
-    monkeypatch.setattr(adapter_module, "read_pi_session_bytes", counting)
+    monkeypatch.setattr(view_module, "read_pi_session_bytes", counting)
     return calls
 
 

@@ -12,7 +12,6 @@ import msgspec
 
 from ds4_context_core import CanonicalMessage, ModelDescriptor, RuntimeHistorySnapshot
 from ds4_context_core.config import ConfigLoadResult, Ds4ContextConfig, load_config
-from ds4_context_core.history import build_runtime_history_snapshot
 from ds4_context_core.planner import ContextPlan, PlanState, SupplementalItem, plan_context
 from ds4_context_core.privacy import PrivacyPolicy
 from ds4_context_core.tokens import TokenCalibration
@@ -30,14 +29,7 @@ from ds4_context_engine.commands._retrieval import (
     retrieval_candidates,
     retrieved_supplements,
 )
-from ds4_context_engine.pi import (
-    PI_RUNTIME_ID,
-    PiContext,
-    PiRevisionCache,
-    PiSession,
-    build_pi_context,
-)
-from ds4_context_engine.pi._adapter import PiSessionRead, reload_pi_session
+from ds4_context_engine.pi import PI_RUNTIME_ID, PiContext, PiSession, PiSessionView
 from ds4_context_engine.store import (
     DerivedStore,
     MemoryItem,
@@ -98,16 +90,14 @@ class ContextWorkspace:
         self.model = model
         self.leaf_id = leaf_id
         # the file it was read from is remembered, so a refresh trusts the prefix only of that same file
-        self._read: PiSessionRead = reload_pi_session(self.session_path)
-        self._session = self._read.session
+        self._view = PiSessionView(self.session_path)
+        self._session = self._view.refresh()
         # the user pointed at this file, so by default its own project is the trusted root
         self.trusted_roots: tuple[str | os.PathLike[str], ...] = (
             tuple(trusted_roots) if trusted_roots is not None else (self._session.header.cwd,)
         )
         self._context: PiContext | None = None
-        self._revision: str | None = None
         self._indexed = False
-        self._revisions = PiRevisionCache()
         self._plan_state: PlanState | None = None
         self._plan: ContextPlan | None = None
         self._plan_key: tuple[Any, ...] | None = None
@@ -174,10 +164,8 @@ class ContextWorkspace:
         While the path names the file read before (same regular file, same header line) only appended
         bytes are read; otherwise the file is read whole as at opening (a symlink is refused).
         """
-        self._read = reload_pi_session(self.session_path, self._read)
-        if self._read.session is not self._session:
-            self._session = self._read.session
-            self._revision = None
+        session = self._view.refresh()
+        self._session = session
         self._context = None
         self.ensure_indexed(force=True)
         return self._session
@@ -256,24 +244,17 @@ class ContextWorkspace:
     def context(self) -> PiContext:
         if self._context is None:
             pinned = self.pinned_entry_ids()
-            self._context = build_pi_context(self._session, self.leaf_id, pinned_entry_ids=pinned)
+            self._context = self._view.context(self.leaf_id, pinned_entry_ids=pinned)
         return self._context
 
     @property
     def revision(self) -> str:
-        if self._revision is None:
-            self._revision = self._revisions.revision(self._session, self.context.leaf_id)
-        return self._revision
+        return self._view.revision(self.context.leaf_id)
 
     def snapshot(self) -> RuntimeHistorySnapshot:
         """The active branch as a ``runtime-history-v1`` snapshot (not validated here)."""
-        return build_runtime_history_snapshot(
-            runtime_id=PI_RUNTIME_ID,
-            session_id=self._session.session_id,
-            revision=self.revision,
-            project_root=self._session.header.cwd,
-            messages=self.context.messages,
-        )
+        context = self.context
+        return self._view.snapshot(context, runtime_id=PI_RUNTIME_ID, project_root=self._session.header.cwd)
 
     def memory_supplements(self) -> tuple[SupplementalItem, ...]:
         """Memory items as planner supplements (priority from the planner's defaults)."""

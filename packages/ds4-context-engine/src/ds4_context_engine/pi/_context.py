@@ -189,7 +189,7 @@ class _Builder:
 
     def add_message(self, entry: PiEntry, message: Any) -> None:
         role = message.get("role") if isinstance(message, dict) else None
-        if not isinstance(message, dict) or role not in _MESSAGE_ROLES:
+        if not isinstance(role, str) or role not in _MESSAGE_ROLES:  # a list or dict role is not hashable
             self.issues.append(
                 PiSessionIssue(
                     code="pi-message-role-unknown",

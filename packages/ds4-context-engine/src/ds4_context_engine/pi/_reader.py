@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, BinaryIO, Final, Literal
 
 import msgspec
 
@@ -21,7 +21,10 @@ from ds4_context_engine._exceptions import PiSessionError
 
 __all__ = [
     "DEFAULT_MAX_PI_SESSION_BYTES",
+    "DEFAULT_MAX_PI_SESSION_ENTRIES",
     "KNOWN_PI_ENTRY_TYPES",
+    "MAX_PI_ISSUES_PER_CODE",
+    "MAX_PI_JSON_DEPTH",
     "PI_ISSUE_CODES",
     "PI_SESSION_VERSION",
     "PiEntry",
@@ -35,6 +38,13 @@ __all__ = [
 
 PI_SESSION_VERSION: Final = 3
 DEFAULT_MAX_PI_SESSION_BYTES: Final = 256 * 1024 * 1024
+#: The most entries a session may have; a file with more is refused (``pi-session-too-many-entries``), so
+#: memory stays bounded however small the entries are (about 0.5 KiB each for the tiniest).
+DEFAULT_MAX_PI_SESSION_ENTRIES: Final = 1_000_000
+#: Issues kept per issue code; later ones are only counted (``PiSession.issues_omitted``).
+MAX_PI_ISSUES_PER_CODE: Final = 100
+#: The deepest nesting of JSON arrays and objects a line may have (the entry object itself is level 1).
+MAX_PI_JSON_DEPTH: Final = 64
 KNOWN_PI_ENTRY_TYPES: Final = (
     "branch_summary",
     "compaction",
@@ -53,6 +63,7 @@ PI_ISSUE_CODES: Final = (
     "pi-entry-type-unknown",
     "pi-line-corrupt",
     "pi-line-partial",
+    "pi-line-too-deep",
     "pi-message-role-unknown",
     "pi-parent-cycle",
     "pi-parent-dangling",
@@ -63,6 +74,9 @@ IssueSeverity = Literal["info", "warning", "error"]
 _HEADER_KEYS: Final = frozenset({"type", "version", "id", "timestamp", "cwd", "parentSession"})
 
 _decoder: Final = msgspec.json.Decoder()
+_TOO_DEEP: Final = object()
+# one shared string per known entry type, instead of one decoded copy per entry
+_ENTRY_TYPE_NAMES: Final = {name: name for name in KNOWN_PI_ENTRY_TYPES}
 
 
 class PiSessionHeader(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,8 +90,12 @@ class PiSessionHeader(msgspec.Struct, frozen=True, kw_only=True):
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class PiEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One tree entry. ``data`` is the decoded line (after in-memory migration); ``offset`` its first byte."""
+class PiEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One tree entry. ``data`` is the decoded line (after in-memory migration); ``offset`` its first byte.
+
+    Not tracked by the cycle collector (``gc=False``): an entry never refers back to itself, and millions
+    of tracked entries made every collection walk them all.
+    """
 
     type: str
     id: str
@@ -98,7 +116,38 @@ class PiSessionIssue(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     entry_id: str | None = None
 
 
-def _v1_entry_id(session_id: str, line: int, taken: set[str]) -> str:
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether decoded JSON nests arrays and objects more than ``limit`` levels (without recursing)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _decode_line(text: bytes) -> Any:
+    """The decoded line; ``_TOO_DEEP`` when it nests deeper than :data:`MAX_PI_JSON_DEPTH`.
+
+    Raises ``msgspec.DecodeError`` for a line that is not JSON. Only a line with more opening brackets
+    than the limit (strings included, a cheap count) is walked for its real depth.
+    """
+    try:
+        value = _decoder.decode(text)
+    except RecursionError:  # deeper than the interpreter's own limit: far beyond ours
+        return _TOO_DEEP
+    if (
+        isinstance(value, dict | list)
+        and text.count(b"[") + text.count(b"{") > MAX_PI_JSON_DEPTH
+        and _deeper_than(value, MAX_PI_JSON_DEPTH)
+    ):
+        return _TOO_DEEP
+    return value
+
+
+def _v1_entry_id(session_id: str, line: int, taken: Container[str]) -> str:
     salt = 0
     while True:
         digest = hashlib.sha256(f"{session_id}\n{line}\n{salt}".encode()).hexdigest()[:8]
@@ -152,11 +201,26 @@ def _lines(data: bytes, start: int) -> Iterator[tuple[int, bytes, bool]]:
 class _Scan:
     """Mutable state of one pass over the lines of a file."""
 
-    def __init__(self, header: PiSessionHeader, known_ids: set[str], first_line: int) -> None:
+    def __init__(
+        self,
+        header: PiSessionHeader,
+        known: dict[str, PiEntry],
+        first_line: int,
+        *,
+        max_entries: int = DEFAULT_MAX_PI_SESSION_ENTRIES,
+        issues: tuple[PiSessionIssue, ...] = (),
+        issues_omitted: int = 0,
+    ) -> None:
         self.header = header
         self.entries: list[PiEntry] = []
-        self.issues: list[PiSessionIssue] = []
-        self.ids = known_ids
+        self.issues: list[PiSessionIssue] = list(issues)
+        self.issues_omitted = issues_omitted
+        self.per_code: dict[str, int] = {}
+        for earlier in issues:
+            self.per_code[earlier.code] = self.per_code.get(earlier.code, 0) + 1
+        # every entry by id, the ones known before this pass included: also the session's lookup table
+        self.by_id = known
+        self.max_entries = max_entries
         self.line = first_line
         self.previous_id: str | None = None
         self.end_offset = 0
@@ -165,6 +229,11 @@ class _Scan:
         self.v1_index_to_id: list[str] = []
 
     def issue(self, code: str, severity: IssueSeverity, message: str, *, entry_id: str | None = None) -> None:
+        count = self.per_code.get(code, 0)
+        self.per_code[code] = count + 1
+        if count >= MAX_PI_ISSUES_PER_CODE:
+            self.issues_omitted += 1
+            return
         self.issues.append(
             PiSessionIssue(code=code, severity=severity, message=message, line=self.line, entry_id=entry_id)
         )
@@ -181,7 +250,7 @@ def _migrate(raw: dict[str, Any], scan: _Scan) -> None:
             # appended by a tree-aware writer after the v1 lines: already migrated
             scan.v1_index_to_id.append(raw["id"])
             return
-        entry_id = _v1_entry_id(scan.header.id, scan.line, scan.ids)
+        entry_id = _v1_entry_id(scan.header.id, scan.line, scan.by_id)
         raw["id"] = entry_id
         raw["parentId"] = scan.previous_id
         index = raw.get("firstKeptEntryIndex")
@@ -210,9 +279,16 @@ def _scan_lines(data: bytes, start: int, scan: _Scan, *, base_offset: int = 0) -
         if not text.strip():
             continue
         try:
-            raw = _decoder.decode(text)
+            raw = _decode_line(text)
         except msgspec.DecodeError:
             scan.issue("pi-line-corrupt", "error", "the line is not valid JSON and was skipped")
+            continue
+        if raw is _TOO_DEEP:
+            scan.issue(
+                "pi-line-too-deep",
+                "error",
+                f"the line nests deeper than {MAX_PI_JSON_DEPTH} levels and was skipped",
+            )
             continue
         if not isinstance(raw, dict):
             scan.issue("pi-line-corrupt", "error", "the line is not a JSON object and was skipped")
@@ -227,7 +303,7 @@ def _scan_lines(data: bytes, start: int, scan: _Scan, *, base_offset: int = 0) -
         if parent_id is not None and not isinstance(parent_id, str):
             scan.issue("pi-entry-invalid", "error", "the entry parentId is not a string", entry_id=entry_id)
             continue
-        if entry_id in scan.ids:
+        if entry_id in scan.by_id:
             scan.issue("pi-entry-id-duplicate", "error", "a second entry reuses an id and was skipped")
             continue
         if entry_type not in KNOWN_PI_ENTRY_TYPES:
@@ -237,30 +313,50 @@ def _scan_lines(data: bytes, start: int, scan: _Scan, *, base_offset: int = 0) -
                 "an entry of an unknown type is kept in the tree but not sent to the model",
                 entry_id=entry_id,
             )
-        timestamp = raw.get("timestamp")
-        scan.ids.add(entry_id)
-        scan.previous_id = entry_id
-        scan.entries.append(
-            PiEntry(
-                type=entry_type,
-                id=entry_id,
-                parent_id=parent_id,
-                timestamp=timestamp if isinstance(timestamp, str) else "",
-                line=scan.line,
-                offset=offset,
-                data=raw,
+        if len(scan.by_id) >= scan.max_entries:
+            raise PiSessionError(
+                "pi-session-too-many-entries", f"the session has more than {scan.max_entries} entries"
             )
+        entry_type = _ENTRY_TYPE_NAMES.get(entry_type, entry_type)
+        raw["type"] = entry_type
+        parent = scan.by_id.get(parent_id) if parent_id is not None else None
+        if parent is not None:  # share the parent's id string instead of keeping a decoded copy
+            parent_id = parent.id
+            raw["parentId"] = parent_id
+        timestamp = raw.get("timestamp")
+        scan.previous_id = entry_id
+        entry = PiEntry(
+            type=entry_type,
+            id=entry_id,
+            parent_id=parent_id,
+            timestamp=timestamp if isinstance(timestamp, str) else "",
+            line=scan.line,
+            offset=offset,
+            data=raw,
         )
+        scan.by_id[entry_id] = entry
+        scan.entries.append(entry)
 
 
 class PiSession:
     """A parsed session file: header, entries in file order, issues, and tree navigation.
 
     The file is read once; the object never touches it again. ``end_offset`` is the byte just past the
-    last complete line, where incremental indexing resumes.
+    last complete line, where incremental indexing resumes. ``issues`` keeps the first
+    :data:`MAX_PI_ISSUES_PER_CODE` issues of each code; ``issues_omitted`` counts the ones not kept.
     """
 
-    __slots__ = ("_by_id", "end_line", "end_offset", "entries", "header", "issues", "path", "source_version")
+    __slots__ = (
+        "_by_id",
+        "end_line",
+        "end_offset",
+        "entries",
+        "header",
+        "issues",
+        "issues_omitted",
+        "path",
+        "source_version",
+    )
 
     def __init__(
         self,
@@ -271,15 +367,32 @@ class PiSession:
         issues: tuple[PiSessionIssue, ...],
         end_offset: int,
         end_line: int,
+        issues_omitted: int = 0,
     ) -> None:
         self.path = path
         self.header = header
         self.source_version = header.version
         self.entries = entries
         self.issues = issues
+        self.issues_omitted = issues_omitted
         self.end_offset = end_offset
         self.end_line = end_line
         self._by_id = {entry.id: entry for entry in entries}
+
+    @classmethod
+    def _from_scan(cls, path: str, scan: _Scan, entries: tuple[PiEntry, ...]) -> PiSession:
+        """The session a scan produced, reusing the scan's id table instead of building a second one."""
+        session = cls.__new__(cls)
+        session.path = path
+        session.header = scan.header
+        session.source_version = scan.header.version
+        session.entries = entries
+        session.issues = tuple(scan.issues)
+        session.issues_omitted = scan.issues_omitted
+        session.end_offset = scan.end_offset
+        session.end_line = scan.end_line
+        session._by_id = scan.by_id
+        return session
 
     @property
     def session_id(self) -> str:
@@ -368,78 +481,114 @@ class PiSession:
 
 
 def read_pi_session_bytes(
-    data: bytes, *, path: str = "<memory>", max_bytes: int = DEFAULT_MAX_PI_SESSION_BYTES
+    data: bytes,
+    *,
+    path: str = "<memory>",
+    max_bytes: int = DEFAULT_MAX_PI_SESSION_BYTES,
+    max_entries: int = DEFAULT_MAX_PI_SESSION_ENTRIES,
 ) -> PiSession:
-    """Parse session bytes. Raises ``PiSessionError`` only when there is no usable header."""
+    """Parse session bytes. Raises ``PiSessionError`` when there is no usable header, or on the limits.
+
+    More than ``max_bytes`` is ``pi-session-too-large``, more than ``max_entries`` entries
+    ``pi-session-too-many-entries``; every other problem is an issue of the session.
+    """
     if len(data) > max_bytes:
         raise PiSessionError("pi-session-too-large", f"{path}: the file exceeds {max_bytes} bytes")
     first_end = data.find(b"\n")
     if first_end < 0:
         raise PiSessionError("pi-session-header-missing", f"{path}: there is no complete header line")
     try:
-        raw_header = _decoder.decode(data[:first_end])
+        raw_header = _decode_line(data[:first_end])
     except msgspec.DecodeError as error:
         raise PiSessionError("pi-session-header-invalid", f"{path}: the header is not valid JSON") from error
+    if raw_header is _TOO_DEEP:
+        raise PiSessionError(
+            "pi-session-header-invalid", f"{path}: the header nests deeper than {MAX_PI_JSON_DEPTH} levels"
+        )
     header = _parse_header(raw_header, path)
-    scan = _Scan(header, set(), first_line=1)
+    scan = _Scan(header, {}, first_line=1, max_entries=max_entries)
     _scan_lines(data, first_end + 1, scan)
-    return PiSession(
-        path=path,
-        header=header,
-        entries=tuple(scan.entries),
-        issues=tuple(scan.issues),
-        end_offset=scan.end_offset,
-        end_line=scan.end_line,
-    )
+    return PiSession._from_scan(path, scan, tuple(scan.entries))
 
 
-def _read_regular_file(path: Path, max_bytes: int) -> bytes:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
+_OPEN_FLAGS: Final = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+)
+
+
+def open_pi_session_file(path: Path, max_bytes: int = DEFAULT_MAX_PI_SESSION_BYTES) -> BinaryIO:
+    """``path`` opened for reading, if it is a regular file of at most ``max_bytes``.
+
+    A symlink, FIFO, socket, device or directory is refused without blocking. Raises ``PiSessionError``:
+    ``pi-session-not-found``, ``pi-session-unreadable`` (with why) or ``pi-session-too-large``.
+    """
     try:
-        descriptor = os.open(path, flags)
+        descriptor = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError as error:
         raise PiSessionError("pi-session-not-found", f"{path}: no such session file") from error
     except OSError as error:
         raise PiSessionError("pi-session-unreadable", f"{path}: cannot open ({error.strerror})") from error
-    with os.fdopen(descriptor, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    except ValueError:  # a NUL character: no such path can exist
+        raise PiSessionError("pi-session-unreadable", "the session path contains a NUL character") from None
+    try:
+        info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
-            raise PiSessionError("pi-session-unreadable", f"{path}: not a regular file")
+            raise PiSessionError(
+                "pi-session-unreadable", f"{path}: not a regular file (a directory, FIFO, socket or device)"
+            )
         if info.st_size > max_bytes:
             raise PiSessionError("pi-session-too-large", f"{path}: the file exceeds {max_bytes} bytes")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _read_regular_file(path: Path, max_bytes: int) -> bytes:
+    with open_pi_session_file(path, max_bytes) as handle:
         return handle.read(max_bytes + 1)
 
 
 def read_pi_session(
-    path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_PI_SESSION_BYTES
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = DEFAULT_MAX_PI_SESSION_BYTES,
+    max_entries: int = DEFAULT_MAX_PI_SESSION_ENTRIES,
 ) -> PiSession:
     """Read a session file (a symlink as the file itself is refused). The file is never written."""
     file_path = Path(path)
     return read_pi_session_bytes(
-        _read_regular_file(file_path, max_bytes), path=str(file_path), max_bytes=max_bytes
+        _read_regular_file(file_path, max_bytes),
+        path=str(file_path),
+        max_bytes=max_bytes,
+        max_entries=max_entries,
     )
 
 
-def extend_pi_session(session: PiSession, tail: bytes) -> PiSession:
+def extend_pi_session(
+    session: PiSession, tail: bytes, *, max_entries: int = DEFAULT_MAX_PI_SESSION_ENTRIES
+) -> PiSession:
     """The session grown by ``tail``: the bytes of the same file from ``session.end_offset`` onwards.
 
     Only the new complete lines are parsed, so re-reading after an append costs what was appended.
     Ids already in ``session`` count as taken, so a duplicate appended later is still reported.
     """
-    scan = _Scan(session.header, set(session._by_id), first_line=session.end_line)
+    # a torn tail reported before is either complete now or reported again by this scan
+    earlier = tuple(issue for issue in session.issues if issue.code != "pi-line-partial")
+    scan = _Scan(
+        session.header,
+        dict(session._by_id),
+        first_line=session.end_line,
+        max_entries=max_entries,
+        issues=earlier,
+        issues_omitted=session.issues_omitted,
+    )
     scan.previous_id = session.leaf_id
     if session.header.version == 1:
         scan.v1_index_to_id = [entry.id for entry in session.entries]
     _scan_lines(tail, 0, scan, base_offset=session.end_offset)
     if not tail:
         return session
-    # a torn tail reported before is either complete now or reported again by this scan
-    earlier = tuple(issue for issue in session.issues if issue.code != "pi-line-partial")
-    return PiSession(
-        path=session.path,
-        header=session.header,
-        entries=session.entries + tuple(scan.entries),
-        issues=earlier + tuple(scan.issues),
-        end_offset=scan.end_offset,
-        end_line=scan.end_line,
-    )
+    return PiSession._from_scan(session.path, scan, session.entries + tuple(scan.entries))

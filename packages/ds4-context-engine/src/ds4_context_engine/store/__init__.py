@@ -40,7 +40,12 @@ SQLITE_SCHEMA_VERSION = _MIGRATIONS[-1].version
 #: sha256("<version>\n<name>\n<sql>") of every migration, in order; pinned by the compatibility golden.
 SQLITE_MIGRATION_CHECKSUMS = tuple(migration.checksum for migration in _MIGRATIONS)
 SQLITE_MIGRATION_NAMES = tuple(migration.name for migration in _MIGRATIONS)
-STORE_EVENT_CODES = ("derived-store-corrupt-rebuilt", "derived-store-locked", "derived-store-rebuilt")
+STORE_EVENT_CODES = (
+    "derived-store-corrupt-rebuilt",
+    "derived-store-locked",
+    "derived-store-rebuilt",
+    "derived-store-reopened",
+)
 
 __all__ = [
     "ARTIFACT_THRESHOLD_CHARS",

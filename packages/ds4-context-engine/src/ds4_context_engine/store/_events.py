@@ -9,9 +9,15 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterable
-from typing import Final
 
-from ds4_context_engine.pi import PiEntry, append_pi_entry
+from ds4_context_engine.pi import (
+    MEMORY_CUSTOM_TYPE,
+    PIN_CUSTOM_TYPE,
+    UNPIN_CUSTOM_TYPE,
+    PiEntry,
+    append_pi_entry,
+    pi_index_event,
+)
 
 from ._records import MemoryItem, PinRecord
 
@@ -24,10 +30,6 @@ __all__ = [
     "append_unpin_event",
     "replay_session_events",
 ]
-
-PIN_CUSTOM_TYPE: Final = "ds4-context.pin"
-UNPIN_CUSTOM_TYPE: Final = "ds4-context.unpin"
-MEMORY_CUSTOM_TYPE: Final = "ds4-context.memory"
 
 
 def append_pin_event(path: str | os.PathLike[str], entry_id: str, *, label: str | None = None) -> PiEntry:
@@ -60,32 +62,21 @@ def replay_session_events(
     pins: dict[str, PinRecord] = {}
     memory: dict[str, MemoryItem] = {}
     for entry in entries:
-        if entry.type != "custom":
+        event = pi_index_event(entry)
+        if event is None:
             continue
-        kind = entry.data.get("customType")
-        data = entry.data.get("data")
-        if not isinstance(data, dict):
-            continue
-        target = data.get("entryId")
-        item_id = data.get("itemId")
-        if kind == PIN_CUSTOM_TYPE and isinstance(target, str):
-            label = data.get("label")
-            pins[target] = PinRecord(
-                session_id=session_id,
-                entry_id=target,
-                label=label if isinstance(label, str) else None,
-                event_entry_id=entry.id,
+        if event.kind == "pin":
+            pins[event.target] = PinRecord(
+                session_id=session_id, entry_id=event.target, label=event.label, event_entry_id=entry.id
             )
-        elif kind == UNPIN_CUSTOM_TYPE and isinstance(target, str):
-            pins.pop(target, None)
-        elif kind == MEMORY_CUSTOM_TYPE and isinstance(item_id, str):
-            text = data.get("text")
-            if data.get("op") == "remove":
-                memory.pop(item_id, None)
-            elif isinstance(text, str):
-                memory[item_id] = MemoryItem(
-                    session_id=session_id, item_id=item_id, text=text, event_entry_id=entry.id
-                )
+        elif event.kind == "unpin":
+            pins.pop(event.target, None)
+        elif event.kind == "memory-remove":
+            memory.pop(event.target, None)
+        else:
+            memory[event.target] = MemoryItem(
+                session_id=session_id, item_id=event.target, text=event.text or "", event_entry_id=entry.id
+            )
     return (
         tuple(pins[key] for key in sorted(pins)),
         tuple(memory[key] for key in sorted(memory)),

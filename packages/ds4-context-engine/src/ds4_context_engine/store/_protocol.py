@@ -1,4 +1,9 @@
-"""The small interface every derived-store backend implements."""
+"""The small, backend-neutral interface every derived-store backend implements (SQLite now, PostgreSQL next).
+
+Nothing here names a database, a file of the store or a connection: methods take session file paths
+(canonical input), session ids, text and records. Reading the session files is
+``ds4_context_engine.pi.PiSessionIndexer``'s job; a backend persists the records it returns.
+"""
 
 from __future__ import annotations
 
@@ -24,11 +29,17 @@ __all__ = ["DerivedStore"]
 class DerivedStore(Protocol):
     """Disposable state derived from canonical session files. Deleting it must always be safe."""
 
-    def index_file(self, path: str | os.PathLike[str]) -> IndexReport: ...
+    def index_file(self, path: str | os.PathLike[str]) -> IndexReport:
+        """Bring what is stored for the session file ``path`` up to date (reading only appended bytes)."""
+        ...
 
-    def rebuild_session(self, path: str | os.PathLike[str]) -> IndexReport: ...
+    def rebuild_session(self, path: str | os.PathLike[str]) -> IndexReport:
+        """Replace everything derived from this one session file (manifests and calibration stay)."""
+        ...
 
-    def rebuild(self, paths: Iterable[str | os.PathLike[str]]) -> tuple[IndexReport, ...]: ...
+    def rebuild(self, paths: Iterable[str | os.PathLike[str]]) -> tuple[IndexReport, ...]:
+        """Empty the whole store, then index every path; other users of the same store see the result."""
+        ...
 
     def search(
         self, session_id: str, query: str, *, limit: int = 10, match: Literal["all", "any"] = "all"
@@ -56,8 +67,14 @@ class DerivedStore(Protocol):
 
     def calibration_samples(self, profile: str) -> tuple[CalibrationSample, ...]: ...
 
-    def storage(self) -> StorageReport: ...
+    def storage(self) -> StorageReport:
+        """Counts and sizes; ``path`` names the store for people and never carries credentials."""
+        ...
 
-    def health(self) -> StoreHealth: ...
+    def health(self) -> StoreHealth:
+        """Whether the store is usable, and the recovery codes of what it had to do (``events``)."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the backend's resources. Idempotent."""
+        ...

@@ -24,20 +24,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
-import msgspec
-
-from ds4_context_engine._exceptions import DerivedStoreError, UntrustedPathError
+from ds4_context_engine._exceptions import DerivedStoreError, PiSessionError, UntrustedPathError
 from ds4_context_engine.pi import (
-    PiEntry,
-    PiSession,
-    PiSessionHeader,
-    extend_pi_session,
-    read_pi_session,
-    read_pi_session_bytes,
+    PiEntryShape,
+    PiIndexBatch,
+    PiIndexCursor,
+    PiIndexEvent,
+    PiIndexRecord,
+    PiSessionIndexer,
 )
-from ds4_context_engine.pi._reader import DEFAULT_MAX_PI_SESSION_BYTES
 
-from ._events import MEMORY_CUSTOM_TYPE, PIN_CUSTOM_TYPE, UNPIN_CUSTOM_TYPE
 from ._records import (
     CalibrationSample,
     IndexReport,
@@ -66,10 +62,24 @@ CALIBRATION_RETENTION: Final = 200
 CALIBRATION_SOURCE_RETENTION: Final = 10 * CALIBRATION_RETENTION
 ARTIFACT_THRESHOLD_CHARS: Final = 16_384
 DEFAULT_BUSY_TIMEOUT_SECONDS: Final = 0.25
-_TAIL_HASH_BYTES: Final = 256
+# the reader's codes for a session path that cannot be read as a session file at all
+_SOURCE_UNUSABLE: Final = frozenset({"pi-session-not-found", "pi-session-unreadable", "pi-session-too-large"})
 _FTS_BODY_LIMIT: Final = 200_000
 _EXCERPT_TOKENS: Final = 16
 _SIDE_FILES: Final = ("-wal", "-shm", "-journal")
+# every table of the schema but the migration record, children before the rows they reference
+_CLEARED_TABLES: Final = (
+    "entries_fts",
+    "artifact_refs",
+    "pins",
+    "memory_items",
+    "entries",
+    "sessions",
+    "artifacts",
+    "manifests",
+    "calibration_samples",
+    "calibration_sources",
+)
 
 _T = TypeVar("_T")
 
@@ -88,6 +98,9 @@ _APPLICATION_ID: Final = 0x44533443
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _HEADER_BYTES: Final = 100
 _APPLICATION_ID_AT: Final = slice(68, 72)
+_PROBE_FLAGS: Final = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+)
 
 
 def _not_a_store(path: Path) -> DerivedStoreError:
@@ -104,15 +117,24 @@ def _store_claim(path: Path) -> Literal["ours", "unmarked"]:
     An unmarked database (application id 0: empty, or written before stores were marked) is adopted only
     if its tables are a subset of our schema's (:func:`_schema_tables`). Anything else is refused.
     """
+    unreadable = DerivedStoreError(
+        "derived-store-path-unreadable",
+        f"{path}: the store path cannot be read as a file (a directory, FIFO or device, or no permission)",
+    )
     try:
-        with path.open("rb") as handle:
-            header = handle.read(_HEADER_BYTES)
+        # non-blocking: a FIFO at the store path would otherwise wait for a writer forever
+        descriptor = os.open(path, _PROBE_FLAGS)
     except FileNotFoundError:
         return "ours"
     except OSError:
-        raise DerivedStoreError(
-            "derived-store-path-unreadable", f"{path}: the store path cannot be read as a file"
-        ) from None
+        raise unreadable from None
+    try:
+        regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
+        header = os.read(descriptor, _HEADER_BYTES) if regular else b""
+    finally:
+        os.close(descriptor)
+    if not regular:
+        raise unreadable
     if not header:
         return "ours"  # an empty file: ours from os.open below, or nothing to lose
     if len(header) < _HEADER_BYTES or not header.startswith(_SQLITE_MAGIC):
@@ -172,61 +194,6 @@ def _schema_tables() -> frozenset[str]:
         return _table_names(connection)
 
 
-def _entry_text(entry: PiEntry) -> tuple[str | None, str, list[str]]:
-    """(role, searchable text, large tool outputs) of one entry."""
-    data = entry.data
-    parts: list[str] = []
-    large: list[str] = []
-    role: str | None = None
-    if entry.type == "message" and isinstance(data.get("message"), dict):
-        message = data["message"]
-        role = message.get("role") if isinstance(message.get("role"), str) else None
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            for block in content:
-                if not isinstance(block, dict):
-                    continue
-                if isinstance(block.get("text"), str):
-                    parts.append(block["text"])
-                elif block.get("type") == "toolCall":
-                    parts.append(
-                        f"{block.get('name', '')} {msgspec.json.encode(block.get('arguments')).decode()}"
-                    )
-        for key in ("command", "output", "summary"):
-            if isinstance(message.get(key), str):
-                parts.append(message[key])
-        if role in ("toolResult", "bashExecution"):
-            body = "\n".join(parts)
-            if len(body) > ARTIFACT_THRESHOLD_CHARS:
-                large.append(body)
-    elif entry.type in ("compaction", "branch_summary") and isinstance(data.get("summary"), str):
-        parts.append(data["summary"])
-    elif entry.type == "custom_message":
-        content = data.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts.extend(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
-    return role, "\n".join(parts), large
-
-
-def _shape_of(session: PiSession, path: str) -> PiSession:
-    """The session without entry contents: enough to parse appended lines (ids, parents, lines)."""
-    entries = tuple(
-        entry if not entry.data else msgspec.structs.replace(entry, data={}) for entry in session.entries
-    )
-    return PiSession(
-        path=path,
-        header=session.header,
-        entries=entries,
-        issues=(),
-        end_offset=session.end_offset,
-        end_line=session.end_line,
-    )
-
-
 def _fts_query(text: str, joiner: str = " ") -> str:
     terms = [term.replace('"', '""') for term in text.split() if term]
     return joiner.join(f'"{term}"' for term in terms)
@@ -240,10 +207,12 @@ class SqliteDerivedStore:
         self._busy_timeout = busy_timeout
         self._events = events
         self._mode: Literal["file", "memory"] = "file" if path is not None else "memory"
-        # tree shapes of sessions indexed incrementally in this process, so the next append costs O(1)
-        self._shapes: dict[str, PiSession] = {}
+        # keeps the tree shapes of sessions indexed in this process, so the next append costs O(1)
+        self._indexer = PiSessionIndexer()
         # one connection shared by the threads of a host; calls are serialised
         self._lock = threading.RLock()
+        # (device, inode) of the file the connection has open: another process may replace it
+        self._identity: tuple[int, int] | None = None
         self._connection = self._connect()
 
     # -- connection lifecycle ---------------------------------------------------------------------
@@ -266,7 +235,31 @@ class SqliteDerivedStore:
             self._events.append("derived-store-corrupt-rebuilt")
             self._delete_files(self._path)
             connection = self._open_file(self._path, adopt=False)
+        self._identity = self._file_identity()
         return connection
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        if self._mode != "file" or self._path is None:
+            return None
+        try:
+            info = os.stat(self._path)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
+
+    def _reopen_if_replaced(self) -> None:
+        """Reopen the store file when another process replaced or deleted it since this one opened it.
+
+        Otherwise every later write (calibration samples, manifests) would go into the deleted file and be
+        lost to every other reader.
+        """
+        if self._mode != "file" or self._file_identity() == self._identity:
+            return
+        self._events.append("derived-store-reopened")
+        self._indexer.forget()
+        with contextlib.suppress(sqlite3.Error):
+            self._connection.close()
+        self._connection = self._connect()
 
     def _open_file(self, path: Path, *, adopt: bool) -> sqlite3.Connection:
         if not path.exists():
@@ -298,7 +291,7 @@ class SqliteDerivedStore:
 
     def _reset(self, event: str) -> None:
         self._events.append(event)
-        self._shapes.clear()
+        self._indexer.forget()
         with contextlib.suppress(sqlite3.Error):
             self._connection.close()
         if self._mode == "file" and self._path is not None:
@@ -308,6 +301,7 @@ class SqliteDerivedStore:
     def _guard(self, operation: Callable[[], _T]) -> _T:
         """Run ``operation``; on a lock, continue in memory; on corruption, rebuild the file; retry once."""
         with self._lock:
+            self._reopen_if_replaced()
             return self._guarded(operation)
 
     def _guarded(self, operation: Callable[[], _T]) -> _T:
@@ -319,7 +313,7 @@ class SqliteDerivedStore:
                 with contextlib.suppress(sqlite3.Error):
                     self._connection.close()
                 self._mode = "memory"
-                self._shapes.clear()
+                self._indexer.forget()
                 self._connection = self._connect()
             else:
                 self._reset("derived-store-corrupt-rebuilt")
@@ -358,226 +352,169 @@ class SqliteDerivedStore:
         file_path = Path(path)
         return self._guard(lambda: self._index_file(file_path))
 
-    def _index_file(self, file_path: Path) -> IndexReport:
-        resolved = str(file_path.resolve())
-        row = self._connection.execute(
-            "SELECT session_id, header_hash, indexed_offset, indexed_line, tail_hash, version, cwd "
-            "FROM sessions WHERE path = ?",
-            (resolved,),
-        ).fetchone()
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    def _index_file(self, file_path: Path, *, reason: str | None = None) -> IndexReport:
+        # a path with NUL names no file: the reader refuses it with its own code
+        row = None
+        if "\x00" not in str(file_path):
+            row = self._connection.execute(
+                "SELECT session_id, header_hash, indexed_offset, indexed_line, tail_hash, version, cwd "
+                "FROM sessions WHERE path = ?",
+                (str(file_path.resolve()),),
+            ).fetchone()
+        cursor = None
+        if row is not None:
+            session_id, header_hash, offset, line, tail_hash, version, cwd = row
+            cursor = PiIndexCursor(
+                session_id=session_id,
+                version=version,
+                cwd=cwd,
+                header_hash=header_hash,
+                offset=offset,
+                line=line,
+                tail_hash=tail_hash,
+            )
         try:
-            descriptor = os.open(file_path, flags)
-        except OSError as error:
-            raise DerivedStoreError("derived-store-source-unreadable", f"{file_path}: cannot open") from error
-        with os.fdopen(descriptor, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > DEFAULT_MAX_PI_SESSION_BYTES:
-                raise DerivedStoreError("derived-store-source-unreadable", f"{file_path}: not a usable file")
-            if row is not None:
-                session_id, header_hash, offset, line, tail_hash, version, cwd = row
-                header_line = handle.readline(64 * 1024)
-                start = max(0, offset - _TAIL_HASH_BYTES)
-                handle.seek(start)
-                before = handle.read(offset - start)
-                if (
-                    info.st_size >= offset
-                    and hashlib.sha256(header_line).hexdigest() == header_hash
-                    and hashlib.sha256(before).hexdigest() == tail_hash
-                ):
-                    tail = handle.read()
-                    if not tail:
-                        return IndexReport(
-                            session_id=session_id,
-                            mode="unchanged",
-                            entries_indexed=0,
-                            indexed_offset=offset,
-                            artifacts_stored=0,
-                            issues=0,
-                        )
-                    stub = self._shapes.get(session_id)
-                    if stub is None or (stub.end_offset, stub.end_line, stub.path) != (
-                        offset,
-                        line,
-                        resolved,
-                    ):
-                        stub = self._stub_session(
-                            resolved, session_id, version, cwd, offset=offset, line=line
-                        )
-                    grown = extend_pi_session(stub, tail)
-                    new_entries = grown.entries[len(stub.entries) :]
-                    new_issues = len(grown.issues)
-                    with self._transaction():
-                        stored = self._index_entries(session_id, new_entries)
-                        self._update_position(grown, before + tail[: grown.end_offset - offset])
-                    self._shapes[session_id] = _shape_of(grown, resolved)
-                    return IndexReport(
-                        session_id=session_id,
-                        mode="incremental",
-                        entries_indexed=len(new_entries),
-                        indexed_offset=grown.end_offset,
-                        artifacts_stored=stored,
-                        issues=new_issues,
-                    )
-                reason = "the file changed before the indexed offset"
-            else:
-                reason = "first index of this file"
-            handle.seek(0)
-            data = handle.read()
-        session = read_pi_session_bytes(data, path=resolved)
-        return self._full_index(session, data, reason=reason)
+            batch = self._indexer.read(
+                file_path,
+                cursor,
+                lambda: self._entry_shapes(cursor.session_id if cursor else ""),
+                reason=reason,
+            )
+        except PiSessionError as error:
+            if reason is None and error.code in _SOURCE_UNUSABLE:
+                raise DerivedStoreError(
+                    "derived-store-source-unreadable", f"{file_path}: not a usable session file"
+                ) from error
+            raise
+        stored = 0
+        if batch.mode != "unchanged":
+            with self._transaction():
+                stored = self._store_batch(batch)
+        return IndexReport(
+            session_id=batch.cursor.session_id,
+            mode=batch.mode,
+            entries_indexed=len(batch.records),
+            indexed_offset=batch.cursor.offset,
+            artifacts_stored=stored,
+            issues=batch.issues,
+            reason=batch.reason,
+        )
 
     def rebuild_session(self, path: str | os.PathLike[str]) -> IndexReport:
         """Delete everything derived from this session file and replay it from the start."""
         file_path = Path(path)
-
-        def run() -> IndexReport:
-            session = read_pi_session(file_path)
-            data = file_path.read_bytes()[: session.end_offset]
-            return self._full_index(session, data, reason="rebuild")
-
-        return self._guard(run)
+        return self._guard(lambda: self._index_file(file_path, reason="rebuild"))
 
     def rebuild(self, paths: Iterable[str | os.PathLike[str]]) -> tuple[IndexReport, ...]:
         """Delete the whole store and replay every given session file into a fresh one."""
         with self._lock:
-            self._reset("derived-store-rebuilt")
+            self._guard(self._clear)
+            self._events.append("derived-store-rebuilt")
             return tuple(self.index_file(path) for path in paths)
 
-    def _full_index(self, session: PiSession, data: bytes, *, reason: str) -> IndexReport:
-        session_id = session.session_id
-        self._shapes.pop(session_id, None)
+    def _clear(self) -> None:
+        """Empty every table in one transaction, in place.
+
+        The file stays the same, so other processes with the store open keep reading and writing the
+        one store everybody sees (deleting it would leave them writing into a deleted file), and two
+        rebuilds at once are two transactions, not a race on file names. A store that cannot be read is
+        deleted and made again by the guard, as everywhere.
+        """
+        self._indexer.forget()
         with self._transaction() as connection:
-            connection.execute("DELETE FROM entries_fts WHERE session_id = ?", (session_id,))
-            connection.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-            header_end = data.find(b"\n") + 1
-            connection.execute(
-                "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    session_id,
-                    str(Path(session.path).resolve()) if session.path != "<memory>" else session.path,
-                    session.header.cwd,
-                    session.header.version,
-                    hashlib.sha256(data[:header_end]).hexdigest(),
-                    0,
-                    1,
-                    "",
-                    _now(),
-                ),
-            )
-            stored = self._index_entries(session_id, session.entries)
-            self._update_position(session, data[: session.end_offset])
-        if session.path != "<memory>":
-            self._shapes[session_id] = _shape_of(session, str(Path(session.path).resolve()))
-        return IndexReport(
-            session_id=session_id,
-            mode="full",
-            entries_indexed=len(session.entries),
-            indexed_offset=session.end_offset,
-            artifacts_stored=stored,
-            issues=len(session.issues),
-            reason=reason,
-        )
+            for table in _CLEARED_TABLES:
+                connection.execute(f"DELETE FROM {table}")  # noqa: S608 (names are our constants)
 
-    def _update_position(self, session: PiSession, data_before_end: bytes) -> None:
-        tail = data_before_end[-_TAIL_HASH_BYTES:] if data_before_end else b""
-        self._connection.execute(
-            "UPDATE sessions SET indexed_offset = ?, indexed_line = ?, tail_hash = ?, updated_at = ? "
-            "WHERE session_id = ?",
-            (
-                session.end_offset,
-                session.end_line,
-                hashlib.sha256(tail).hexdigest(),
-                _now(),
-                session.session_id,
-            ),
-        )
-
-    def _stub_session(
-        self, path: str, session_id: str, version: int, cwd: str, *, offset: int, line: int
-    ) -> PiSession:
-        """A session holding only the tree shape, enough to parse appended lines in context."""
+    def _entry_shapes(self, session_id: str) -> tuple[PiEntryShape, ...]:
         rows = self._connection.execute(
             "SELECT entry_id, parent_id, type, line, byte_offset FROM entries "
             "WHERE session_id = ? ORDER BY line",
             (session_id,),
         ).fetchall()
-        entries = tuple(
-            PiEntry(
-                type=kind, id=entry_id, parent_id=parent, timestamp="", line=number, offset=start, data={}
-            )
+        return tuple(
+            PiEntryShape(entry_id=entry_id, parent_id=parent, type=kind, line=number, offset=start)
             for entry_id, parent, kind, number, start in rows
         )
-        header = PiSessionHeader(version=version, id=session_id, timestamp="", cwd=cwd)
-        return PiSession(
-            path=path, header=header, entries=entries, issues=(), end_offset=offset, end_line=line
-        )
 
-    def _index_entries(self, session_id: str, entries: Sequence[PiEntry]) -> int:
+    def _store_batch(self, batch: PiIndexBatch) -> int:
+        """Write ``batch`` (inside the caller's transaction); returns how many artifacts it stored."""
+        connection = self._connection
+        cursor = batch.cursor
+        session_id = cursor.session_id
+        if batch.mode == "full":
+            connection.execute("DELETE FROM entries_fts WHERE session_id = ?", (session_id,))
+            connection.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            connection.execute(
+                "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_id, batch.path, cursor.cwd, cursor.version, cursor.header_hash, 0, 1, "", _now()),
+            )
+        stored = self._index_records(session_id, batch.records)
+        connection.execute(
+            "UPDATE sessions SET indexed_offset = ?, indexed_line = ?, tail_hash = ?, updated_at = ? "
+            "WHERE session_id = ?",
+            (cursor.offset, cursor.line, cursor.tail_hash, _now(), session_id),
+        )
+        return stored
+
+    def _index_records(self, session_id: str, records: Sequence[PiIndexRecord]) -> int:
         connection = self._connection
         entry_rows: list[tuple[Any, ...]] = []
         fts_rows: list[tuple[str, str, str]] = []
         artifacts = 0
-        for entry in entries:
-            role, body, large = _entry_text(entry)
-            key = f"{session_id}:{entry.id}"
+        for record in records:
+            shape = record.shape
+            body = record.text
+            key = f"{session_id}:{shape.entry_id}"
             entry_rows.append(
                 (
                     key,
                     session_id,
-                    entry.id,
-                    entry.parent_id,
-                    entry.type,
-                    role,
-                    entry.line,
-                    entry.offset,
+                    shape.entry_id,
+                    shape.parent_id,
+                    shape.type,
+                    record.role,
+                    shape.line,
+                    shape.offset,
                     len(body),
                 )
             )
             if body:
                 fts_rows.append((key, session_id, body[:_FTS_BODY_LIMIT]))
-            for output in large:
-                artifact_id = self._store_artifact(output.encode("utf-8"), "text/plain")
+            if record.tool_output and len(body) > ARTIFACT_THRESHOLD_CHARS:
+                artifact_id = self._store_artifact(body.encode("utf-8"), "text/plain")
                 connection.execute(
                     "INSERT OR IGNORE INTO artifact_refs VALUES (?, ?, ?)",
-                    (session_id, entry.id, artifact_id),
+                    (session_id, shape.entry_id, artifact_id),
                 )
                 artifacts += 1
-            if entry.type == "custom":
-                self._apply_event(session_id, entry)
+            if record.event is not None:
+                self._apply_event(session_id, shape.entry_id, record.event)
         connection.executemany(
             "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", entry_rows
         )
         connection.executemany("INSERT INTO entries_fts VALUES (?, ?, ?)", fts_rows)
         return artifacts
 
-    def _apply_event(self, session_id: str, entry: PiEntry) -> None:
-        kind = entry.data.get("customType")
-        data = entry.data.get("data")
-        if not isinstance(data, dict):
-            return
+    def _apply_event(self, session_id: str, event_entry_id: str, event: PiIndexEvent) -> None:
         connection = self._connection
-        if kind == PIN_CUSTOM_TYPE and isinstance(data.get("entryId"), str):
-            label = data.get("label") if isinstance(data.get("label"), str) else None
+        if event.kind == "pin":
             connection.execute(
                 "INSERT OR REPLACE INTO pins VALUES (?, ?, ?, ?)",
-                (session_id, data["entryId"], label, entry.id),
+                (session_id, event.target, event.label, event_entry_id),
             )
-        elif kind == UNPIN_CUSTOM_TYPE and isinstance(data.get("entryId"), str):
+        elif event.kind == "unpin":
             connection.execute(
-                "DELETE FROM pins WHERE session_id = ? AND target_entry_id = ?", (session_id, data["entryId"])
+                "DELETE FROM pins WHERE session_id = ? AND target_entry_id = ?", (session_id, event.target)
             )
-        elif kind == MEMORY_CUSTOM_TYPE and isinstance(data.get("itemId"), str):
-            if data.get("op") == "remove":
-                connection.execute(
-                    "DELETE FROM memory_items WHERE session_id = ? AND item_id = ?",
-                    (session_id, data["itemId"]),
-                )
-            elif isinstance(data.get("text"), str):
-                connection.execute(
-                    "INSERT OR REPLACE INTO memory_items VALUES (?, ?, ?, ?)",
-                    (session_id, data["itemId"], data["text"], entry.id),
-                )
+        elif event.kind == "memory-remove":
+            connection.execute(
+                "DELETE FROM memory_items WHERE session_id = ? AND item_id = ?", (session_id, event.target)
+            )
+        else:
+            connection.execute(
+                "INSERT OR REPLACE INTO memory_items VALUES (?, ?, ?, ?)",
+                (session_id, event.target, event.text, event_entry_id),
+            )
 
     # -- queries ----------------------------------------------------------------------------------
 
