@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "benchmarks" / "fixtures" / "pi-usage-session.jsonl"
 
 
-def test_calibrated_plans_of_a_long_pi_session_fit_every_window(tmp_path):
+def test_calibrated_plans_of_a_long_pi_session_fit_every_window(tmp_path: Path) -> None:
     steps = tmp_path / "steps.csv"
     result = subprocess.run(
         [
