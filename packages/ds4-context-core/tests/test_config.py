@@ -23,7 +23,8 @@ def test_defaults_are_the_reference_numbers():
         0.8,
         0.9,
     )
-    assert (config.budget.minimum_output_reserve, config.budget.preferred_output_reserve) == (8192, 32768)
+    assert (config.budget.minimum_output_reserve, config.budget.preferred_output_reserve) == (1024, 32768)
+    assert (config.budget.output_reserve_ratio, config.budget.calibration_prior) == (0.25, True)
     pruning = config.pruning
     assert (pruning.preserve_recent, pruning.min_chars_to_prune, pruning.min_gain_chars) == (4, 400, 40)
     assert (pruning.head_chars, pruning.tail_chars) == (600, 200)

@@ -74,7 +74,7 @@ def test_a_value_of_another_type_or_out_of_range_is_reported_and_defaults(path, 
 @pytest.mark.parametrize(
     ("raw", "path", "expected"),
     [
-        ({"budget": {"minimum_output_reserve": True}}, "budget.minimum_output_reserve", 8192),
+        ({"budget": {"minimum_output_reserve": True}}, "budget.minimum_output_reserve", 1024),
         ({"pruning": {"head_chars": "100"}}, "pruning.head_chars", 600),
         ({"pruning": {"head_chars": 100.7}}, "pruning.head_chars", 600),
         ({"pruning": {"dry_run": "yes"}}, "pruning.dry_run", False),

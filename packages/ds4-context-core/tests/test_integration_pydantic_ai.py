@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 
+import anyio
 import pytest
 
 from ds4_context_core import MissingExtraError, ModelDescriptor, ToolCallBlock, ToolResultBlock
@@ -105,7 +107,8 @@ def test_the_history_processor_runs_inside_a_real_agent_and_the_model_sees_a_pla
         function_model.FunctionModel(answer),
         capabilities=[capabilities.ProcessHistory(history_processor(model=model))],
     )
-    result = agent.run_sync("And now?", message_history=_history(60))
+    # anyio.run closes its event loop; run_sync leaves one open for a later test's loop to orphan.
+    result = anyio.run(functools.partial(agent.run, "And now?", message_history=_history(60)))
     assert result.output == "done"
     sent = seen[-1]
     assert len(sent) < 60 * 2 + 3

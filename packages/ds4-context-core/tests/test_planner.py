@@ -77,12 +77,13 @@ def provider_sees_no_orphan(messages):
 
 
 def test_budget_follows_the_reference_formula():
-    plan = plan_context([user("u")], model=model(100_000, 4_000))
+    plan = plan_context([user("u")], model=model(100_000, 4_000), calibration_ratio=1.0)
     budget = plan.budget
-    # reserve = max(min(8192, 4000), min(32768, 4000)) = 4000; margin = min(8192, max(1024, 2000)) = 2000
+    # reserve = max(min(25000, 32768, 4000), min(1024, 4000)) = 4000; margin = min(8192, max(1024, 2000))
     assert (budget.output_reserve, budget.safety_margin) == (4_000, 2_000)
     # hard = min(100000 - 4000 - 2000, floor(0.9 * 100000)) = 90000; soft 80000; target 70000
     assert (budget.hard_limit, budget.soft_limit, budget.target_tokens) == (90_000, 80_000, 70_000)
+    assert budget.calibration_source == "explicit"
     # adaptive ceilings for a window <= 128k: 24k recent tail, 8k history, 12k project
     assert (budget.recent_tail_ceiling, budget.retrieved_history_ceiling, budget.project_snippet_ceiling) == (
         24_000,
@@ -158,7 +159,9 @@ def test_parallel_calls_are_never_split_when_the_window_is_tight():
     history.append(user("u2"))
     # 100 tokens per message, hard limit 1000 - 100 - 50 = 850 -> at most 8 messages
     config = TIGHT
-    plan = plan_context(history, model=model(1_000, None), config=config, estimator=flat(100))
+    plan = plan_context(
+        history, model=model(1_000, None), config=config, estimator=flat(100), calibration_ratio=1.0
+    )
     assert plan.ok
     assert plan.budget.hard_limit == 850
     assert plan.budget.total_tokens <= 850
@@ -177,7 +180,9 @@ def test_parallel_calls_are_never_split_when_the_window_is_tight():
         ({"model": model(0)}, "window-invalid"),
         ({"model": model(-5)}, "window-invalid"),
         ({"model": "not a model"}, "window-invalid"),
-        ({"model": model(1_500, 1_000)}, "window-invalid"),  # reserve and margin leave nothing
+        ({"model": model(1_000, 1_000)}, "window-too-small"),  # reserve and margin leave nothing
+        ({"model": model(100)}, "window-too-small"),
+        ({"model": model(1)}, "window-too-small"),
         ({"model": model(), "fixed_tokens": 95_000}, "fixed-overhead-exceeds-hard-limit"),
         ({"model": model(), "fixed_tokens": -1}, "fixed-tokens-invalid"),
         # Wrongly typed arguments fall back too, in both builds: the planner's entry points are never
@@ -230,7 +235,12 @@ def test_pins_survive_the_cut_in_front_of_the_window():
     history += [user("u1"), say("label"), user("u2")]
     config = TIGHT
     plan = plan_context(
-        history, model=model(1_000, None), config=config, estimator=flat(100), pins=["s:label"]
+        history,
+        model=model(1_000, None),
+        config=config,
+        estimator=flat(100),
+        pins=["s:label"],
+        calibration_ratio=1.0,
     )
     ids = [m.id for m in plan.messages]
     assert ids[0] == "s:keep"
@@ -360,7 +370,7 @@ def test_layer2_receipts_replace_read_only_steps_and_restore_them():
     history = [*_coding_history(60), user("u1", "now add a test")]
     # trimming disabled in effect (huge head), so receipts must do the work
     config = {"pruning": {"head_chars": 100_000}}
-    plan = plan_context(history, model=model(40_000, 4_000), config=config)
+    plan = plan_context(history, model=model(40_000, 4_000), config=config, calibration_ratio=1.0)
     assert plan.ok
     receipts = [item for item in plan.items if item.kind == "receipt"]
     assert receipts
@@ -462,7 +472,12 @@ def test_supplements_are_placed_by_kind_and_priority_within_ceilings():
 
 
 def test_config_problems_become_diagnostics_not_errors():
-    plan = plan_context([user("u1")], model=model(), config={"budget": {"hard_limit_ratio": 7}, "nope": 1})
+    plan = plan_context(
+        [user("u1")],
+        model=model(),
+        config={"budget": {"hard_limit_ratio": 7}, "nope": 1},
+        calibration_ratio=1.0,
+    )
     assert plan.ok
     assert plan.budget.hard_limit == 90_000
     details = sorted(d.detail for d in plan.manifest.diagnostics)
@@ -536,11 +551,15 @@ def test_receipts_of_local_only_steps_stay_local_only_and_supplements_are_plain_
     history = [*_coding_history(60), user("u1", "next")]
     config = {"pruning": {"head_chars": 100_000}}
     supplemental = [SupplementalItem(id="m", kind="memory", text="note")]
-    first = plan_context(history, model=model(40_000, 4_000), config=config, supplemental=supplemental)
+    first = plan_context(
+        history, model=model(40_000, 4_000), config=config, supplemental=supplemental, calibration_ratio=1.0
+    )
     receipted = next(item for item in first.items if item.kind == "receipt").source_ids[1]
     position = [m.id for m in history].index(receipted)
     history[position] = msgspec.structs.replace(history[position], flags=core.MessageFlags(local_only=True))
-    plan = plan_context(history, model=model(40_000, 4_000), config=config, supplemental=supplemental)
+    plan = plan_context(
+        history, model=model(40_000, 4_000), config=config, supplemental=supplemental, calibration_ratio=1.0
+    )
     kinds = set()
     for message, item in zip(plan.messages, plan.items, strict=True):
         kinds.add(item.kind)

@@ -20,6 +20,7 @@ from ds4_context_core.config import DEFAULT_EVIDENCE_WORDS, DEFAULT_READ_ONLY_TO
 from ds4_context_core.planner import ContextPlanner, plan_context
 from ds4_context_core.pruning import DefaultJudge, JudgeCandidate, Verdict
 
+# These tests compare lazy and eager plans, not calibration: ratio 1.0 keeps the layout their windows give.
 SMALL = core.ModelDescriptor(provider="t", id="small", context_window=16_000, max_tokens=2_048)
 MEDIUM = core.ModelDescriptor(provider="t", id="medium", context_window=48_000, max_tokens=4_096)
 
@@ -74,15 +75,17 @@ def _config(rng):
 def test_scanning_on_demand_plans_exactly_like_scanning_every_candidate(seed, model):
     history = _history(seed, 400)
     config = _config(random.Random(seed))
-    lazy = plan_context(history, model=model, config=config)
-    eager = plan_context(history, model=model, config=config, judge=_Eager())
+    lazy = plan_context(history, calibration_ratio=1.0, model=model, config=config)
+    eager = plan_context(history, calibration_ratio=1.0, model=model, config=config, judge=_Eager())
     assert lazy.encode() == eager.encode()
     assert lazy.manifest == eager.manifest
     assert lazy.manifest.compaction is not None
     # Replanning reuses the scans already made and still plans alike.
     planners = ContextPlanner(config=config), ContextPlanner(config=config, judge=_Eager())
     for end in range(len(history) - 60, len(history) + 1, 12):
-        first, second = (planner.plan(history[:end], model=model) for planner in planners)
+        first, second = (
+            planner.plan(history[:end], calibration_ratio=1.0, model=model) for planner in planners
+        )
         assert first.encode() == second.encode()
         assert first.manifest == second.manifest
 
@@ -101,10 +104,10 @@ def test_layer_one_scans_only_the_candidates_it_reaches(monkeypatch):
     for seed in range(6):
         history = _history(seed, 400)
         scanned.clear()
-        plan_context(history, model=MEDIUM, config=config)
+        plan_context(history, calibration_ratio=1.0, model=MEDIUM, config=config)
         lazily.append(list(scanned))
         scanned.clear()
-        plan_context(history, model=MEDIUM, config=config, judge=_Eager())
+        plan_context(history, calibration_ratio=1.0, model=MEDIUM, config=config, judge=_Eager())
         eagerly.append(list(scanned))
     assert all(len(mine) <= len(every) for mine, every in zip(lazily, eagerly, strict=True))
     assert all(eagerly)
@@ -123,7 +126,9 @@ class _Odd(str):
 def test_a_candidate_the_default_judge_cannot_judge_fails_as_before():
     history = list(_history(5, 300))
     # A tool name whose lowering raises: the judge fails, is reported, and its fallback fails alike.
-    judged = plan_context(tuple(history), model=SMALL, judge=_Eager()).state._index.evidence
+    judged = plan_context(
+        tuple(history), calibration_ratio=1.0, model=SMALL, judge=_Eager()
+    ).state._index.evidence
     position = min(judged)
     (block,) = history[position].blocks
     odd = core.ToolResultBlock(
@@ -131,8 +136,8 @@ def test_a_candidate_the_default_judge_cannot_judge_fails_as_before():
     )
     history[position] = _message(f"odd{position}", "tool", [odd])
     history = tuple(history)
-    lazy = plan_context(history, model=SMALL)
-    eager = plan_context(history, model=SMALL, judge=_Eager())
+    lazy = plan_context(history, calibration_ratio=1.0, model=SMALL)
+    eager = plan_context(history, calibration_ratio=1.0, model=SMALL, judge=_Eager())
     assert lazy.fallback is not None
     assert lazy.fallback == eager.fallback
     assert lazy.manifest.diagnostics == eager.manifest.diagnostics
@@ -142,8 +147,8 @@ def test_a_candidate_the_default_judge_cannot_judge_fails_as_before():
 @pytest.mark.parametrize("seed", range(3))
 def test_the_evidence_scans_made_agree_with_scanning_everything(seed):
     history = _history(seed, 400)
-    lazy = plan_context(history, model=SMALL)
-    eager = plan_context(history, model=SMALL, judge=_Eager())
+    lazy = plan_context(history, calibration_ratio=1.0, model=SMALL)
+    eager = plan_context(history, calibration_ratio=1.0, model=SMALL, judge=_Eager())
     lazy_cache, eager_cache = lazy.state._index.evidence, eager.state._index.evidence
     assert lazy_cache
     assert set(lazy_cache) <= set(eager_cache)

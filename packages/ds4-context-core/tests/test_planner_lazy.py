@@ -13,6 +13,7 @@ from ds4_context_core._planner._index import sync_index
 from ds4_context_core._tokens._estimators import flat_arguments
 from ds4_context_core.planner import ContextPlanner, fast_chars_v1, plan_context
 
+# These tests compare lazy and eager plans, not calibration: ratio 1.0 keeps the layout their windows give.
 SMALL = core.ModelDescriptor(provider="t", id="small", context_window=32_000, max_tokens=4_096)
 LARGE = core.ModelDescriptor(provider="t", id="large", context_window=128_000, max_tokens=16_384)
 
@@ -68,8 +69,15 @@ def _eager(message):
 @pytest.mark.parametrize("model", [SMALL, LARGE], ids=["small", "large"])
 def test_a_cold_plan_equals_the_eager_plan_byte_for_byte(seed, oddities, model):
     history = _history(seed, 1_500, oddities=oddities)
-    lazy = plan_context(history, model=model, fixed_tokens=2_000, pins=[history[3].id])
-    eager = plan_context(history, model=model, fixed_tokens=2_000, pins=[history[3].id], estimator=_eager)
+    lazy = plan_context(history, calibration_ratio=1.0, model=model, fixed_tokens=2_000, pins=[history[3].id])
+    eager = plan_context(
+        history,
+        calibration_ratio=1.0,
+        model=model,
+        fixed_tokens=2_000,
+        pins=[history[3].id],
+        estimator=_eager,
+    )
     assert lazy.ok == eager.ok
     assert lazy.manifest == eager.manifest
     assert lazy.encode() == eager.encode()
@@ -82,14 +90,14 @@ def test_replanning_after_a_lazy_cold_plan_equals_eager_replanning(seed):
     history = _history(seed, 900)
     lazy, eager = ContextPlanner(), ContextPlanner(estimator=_eager)
     for end in [700, 701, 705, 760, 820, 900]:
-        first = lazy.plan(history[:end], model=SMALL)
-        second = eager.plan(history[:end], model=SMALL)
+        first = lazy.plan(history[:end], calibration_ratio=1.0, model=SMALL)
+        second = eager.plan(history[:end], calibration_ratio=1.0, model=SMALL)
         assert first.encode() == second.encode()
 
 
 def test_the_manifest_is_completed_once_and_reads_are_stable():
     history = _history(11, 2_000, oddities=False)
-    plan = plan_context(history, model=SMALL)
+    plan = plan_context(history, calibration_ratio=1.0, model=SMALL)
     assert plan.ok
     first = plan.manifest
     assert plan.manifest is first
@@ -198,6 +206,6 @@ def test_a_key_stable_json_rejects_gives_a_fallback_plan_from_a_deferred_build()
     history = list(_history(5, 600, oddities=False))
     call = core.ToolCallBlock(id="bad", name="odd", arguments={"\ud800": "x"})
     history.insert(10, _message("bad", "assistant", [call]))
-    plan = plan_context(tuple(history), model=SMALL)
+    plan = plan_context(tuple(history), calibration_ratio=1.0, model=SMALL)
     assert not plan.ok
     assert plan.fallback is not None

@@ -95,12 +95,12 @@ def test_read_commands_render_tables_and_json(coding, tmp_path, command):
 
 
 def test_plan_shows_kept_receipted_and_left_out(demo_session, tmp_path):
-    result = _run("plan", demo_session, "--model", "openai:gpt-4.1-mini", "--window", "20000", "--no-store")
+    result = _run("plan", demo_session, "--model", "openai:gpt-4.1-mini", "--window", "26000", "--no-store")
     assert result.exit_code == 0, result.output
     for heading in ("kept (in the plan)", "left out", "recent-tail", "layer-1-trimmed"):
         assert heading in result.output
     as_json = _run(
-        "plan", demo_session, "--model", "openai:gpt-4.1-mini", "--window", "20000", "--no-store", "--json"
+        "plan", demo_session, "--model", "openai:gpt-4.1-mini", "--window", "26000", "--no-store", "--json"
     )
     body = json.loads(as_json.output)
     assert body["manifest"]["plannedTokens"] <= body["budget"]["hardLimit"]
@@ -184,7 +184,7 @@ def test_index_is_incremental_across_runs(coding, tmp_path):
 
 
 def test_explain_restore_and_compact_preview(demo_session):
-    model = ["--model", "openai:gpt-4.1-mini", "--window", "20000", "--no-store"]
+    model = ["--model", "openai:gpt-4.1-mini", "--window", "26000", "--no-store"]
     included = json.loads(_run("included", demo_session, *model, "--json").output)
     trimmed = next(item for item in included["items"] if item["kind"] == "trimmed-tool-result")
     restored = json.loads(_run("restore", demo_session, trimmed["message_id"], *model, "--json").output)
@@ -247,7 +247,7 @@ def test_demo_tables_and_keep_directory(tmp_path):
 
 
 def test_compact_is_dry_run_only(demo_session):
-    model = ["--model", "openai:gpt-4.1-mini", "--window", "20000", "--no-store"]
+    model = ["--model", "openai:gpt-4.1-mini", "--window", "26000", "--no-store"]
     before = demo_session.read_bytes()
     preview = json.loads(_run("compact", demo_session, "--dry-run", *model, "--json").output)
     assert (preview["command"], preview["dry_run"]) == ("compact-preview", True)

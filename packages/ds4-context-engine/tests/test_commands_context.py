@@ -43,7 +43,7 @@ from ds4_context_engine.pi import append_pi_entry, read_pi_session
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi"
 CODING_ID = "4f1c2a7e-0b5d-4a8e-9c1f-2d3e4f5a6b7c"
-DEMO_MODEL = ModelDescriptor(provider="openai", id="gpt-4.1-mini", context_window=20_000, max_tokens=2_500)
+DEMO_MODEL = ModelDescriptor(provider="openai", id="gpt-4.1-mini", context_window=24_000, max_tokens=2_500)
 
 
 @pytest.fixture
@@ -278,7 +278,7 @@ def test_plan_commands_explain_what_is_kept_trimmed_receipted_and_left_out(demo)
 def test_restore_gives_back_the_untrimmed_original_of_a_trimmed_result(demo):
     plan = demo.plan()
     trimmed = [item for item in plan.items if item.kind == "trimmed-tool-result"]
-    assert trimmed, "the demo session is built so that old tool results get trimmed at 20k tokens"
+    assert trimmed, "the demo session is built so that old tool results get trimmed at 24k tokens"
     target = trimmed[0].message_id
     restored = context_restore(demo, target)
     (original,) = restored.messages

@@ -10,7 +10,7 @@ import pytest
 
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.planner import fast_chars_v1, plan_context
-from ds4_context_core.tokens import TOKEN_CALIBRATION_VERSION
+from ds4_context_core.tokens import TOKEN_CALIBRATION_VERSION, calibration_prior, stable_ratio
 from ds4_context_engine.commands import ContextWorkspace, context_manifest
 from ds4_context_engine.commands._calibrate import (
     CalibrationScan,
@@ -107,6 +107,11 @@ def open_workspace(path, store_path):
 
 
 def uncalibrated_plan(workspace):
+    return plan_context(workspace.context.messages, model=MODEL, calibration_ratio=1.0)
+
+
+def prior_plan(workspace):
+    """Core's default plan: without a ratio from usage, the provider family's prior."""
     return plan_context(workspace.context.messages, model=MODEL)
 
 
@@ -125,7 +130,8 @@ def test_usage_at_1_3_times_the_estimate_calibrates_to_1_3_and_shrinks_the_plan(
     assert calibration.version == TOKEN_CALIBRATION_VERSION
     assert calibration.status == "calibrated"
     assert calibration.samples == 11  # 12 calls; the first has no earlier call to extend
-    assert calibration.ratio == pytest.approx(1.3, abs=0.005)
+    assert calibration.median_ratio == pytest.approx(1.3, abs=0.005)
+    assert calibration.ratio == stable_ratio(calibration.median_ratio)  # 1.3 rounded up to its step
     assert scan.usage_messages == 12
     assert scan.recorded == 11
     assert scan.skipped == {"token-calibration-no-baseline": 1}
@@ -133,6 +139,7 @@ def test_usage_at_1_3_times_the_estimate_calibrates_to_1_3_and_shrinks_the_plan(
     assert all(1.29 < sample.actual / sample.estimated < 1.31 for sample in stored)
 
     assert plan.budget.calibration_ratio == calibration.ratio
+    assert plan.budget.calibration_source == "usage"
     assert baseline.budget.calibration_ratio == 1.0
     assert plan.budget.hard_limit == math.floor(baseline.budget.hard_limit / calibration.ratio)
     assert plan.budget.hard_limit < baseline.budget.hard_limit * 0.78
@@ -206,12 +213,12 @@ def test_appended_calls_add_only_their_own_samples(tmp_path):
     assert calibration.samples == 6
 
 
-def test_a_session_without_usage_plans_exactly_as_before(tmp_path):
+def test_a_session_without_usage_plans_with_the_prior(tmp_path):
     path = write_session(tmp_path, "plain", usage=lambda index, actual: None)
     with open_workspace(path, tmp_path / "state" / "derived.sqlite3") as workspace:
         plan = workspace.plan()
         calibration = workspace.calibration()
-        baseline = uncalibrated_plan(workspace)
+        baseline = prior_plan(workspace)
         assert workspace.store is not None
         assert workspace.store.storage().calibration_samples == 0
         scan = workspace.calibration_scan
@@ -223,22 +230,28 @@ def test_a_session_without_usage_plans_exactly_as_before(tmp_path):
     assert msgspec.json.encode(plan.manifest) == msgspec.json.encode(baseline.manifest)
 
 
-def test_too_few_samples_plan_exactly_as_before(tmp_path):
+def test_too_few_samples_plan_with_the_prior(tmp_path):
     path = write_session(tmp_path, "short", turns=4)  # 3 samples: under core's minimum of 5
     with open_workspace(path, tmp_path / "state" / "derived.sqlite3") as workspace:
         plan = workspace.plan()
         calibration = workspace.calibration()
-        baseline = uncalibrated_plan(workspace)
+        baseline = prior_plan(workspace)
     assert calibration is not None
     assert (calibration.status, calibration.samples) == ("insufficient-samples", 3)
     assert plan.budget == baseline.budget
+    assert plan.budget.calibration_source == "prior"
 
 
 def test_without_a_store_nothing_is_sampled(tmp_path):
     path = write_session(tmp_path, "nostore")
     with ContextWorkspace.open(path, no_store=True, model=MODEL) as workspace:
         assert workspace.calibration() is None
-        assert workspace.plan().budget.calibration_ratio == 1.0
+        budget = workspace.plan().budget
+        # no usage to learn from: the provider family's prior
+        assert (budget.calibration_ratio, budget.calibration_source) == (
+            calibration_prior(MODEL).ratio,
+            "prior",
+        )
 
 
 MALFORMED = (
@@ -292,7 +305,7 @@ def test_malformed_usage_is_skipped_and_the_rest_still_calibrates(tmp_path):
     assert all(sample.estimated > 0 and sample.actual > 0 for sample in stored)
     assert all(1.29 < sample.actual / sample.estimated < 1.31 for sample in stored)
     assert calibration is not None
-    assert calibration.ratio == pytest.approx(1.3, abs=0.005)
+    assert calibration.median_ratio == pytest.approx(1.3, abs=0.005)
     assert plan.budget.calibration_ratio == calibration.ratio
 
 
@@ -304,7 +317,7 @@ def test_samples_are_kept_per_model(tmp_path):
         plan = workspace.plan(model=other)
     assert calibration is not None
     assert calibration.samples == 0
-    assert plan.budget.calibration_ratio == 1.0
+    assert (plan.budget.calibration_ratio, plan.budget.calibration_source) == (1.45, "prior")  # Claude
 
 
 def test_only_the_newest_retained_calls_are_sampled_once(tmp_path):
@@ -377,3 +390,24 @@ def test_fixture_sessions_are_scanned_without_errors(tmp_path, name):
     assert first.recorded == stored
     assert (second.recorded, second.already_recorded) == (0, first.recorded)
     assert sum(first.skipped.values()) + first.recorded == first.usage_messages
+
+
+def test_older_pi_usage_without_total_tokens_calibrates(tmp_path):
+    """Older Pi files carry no ``totalTokens``: input + cacheRead + cacheWrite is still the prompt."""
+
+    def older(index, actual):
+        record = pi_usage(actual, cached=actual * 9 // 10)
+        record["cacheWrite"], record["cacheRead"] = 200, record["cacheRead"] - 200
+        del record["totalTokens"]
+        return record
+
+    path = write_session(tmp_path, "older", usage=older)
+    with open_workspace(path, tmp_path / "state" / "derived.sqlite3") as workspace:
+        calibration = workspace.calibration()
+        plan = workspace.plan()
+        scan = workspace.calibration_scan
+    assert calibration is not None
+    assert (calibration.status, calibration.samples) == ("calibrated", 11)
+    assert "token-calibration-sample-invalid" not in scan.skipped
+    assert calibration.median_ratio == pytest.approx(1.3, abs=0.005)
+    assert (plan.budget.calibration_ratio, plan.budget.calibration_source) == (calibration.ratio, "usage")

@@ -168,13 +168,24 @@ class BudgetConfig(_Section):
         default=0.8, gt=0.0, le=1.0, description="Fill that triggers a compaction."
     )
     hard_limit_ratio: float = Field(default=0.9, gt=0.0, le=1.0, description="Fill a plan may never exceed.")
-    minimum_output_reserve: int = Field(default=8192, ge=0, le=1_000_000)
-    preferred_output_reserve: int = Field(default=32768, ge=0, le=1_000_000)
+    output_reserve_ratio: float = Field(
+        default=0.25, gt=0.0, le=1.0, description="Share of the window reserved for the answer."
+    )
+    minimum_output_reserve: int = Field(
+        default=1024, ge=0, le=1_000_000, description="Least reserve, within the model's output limit."
+    )
+    preferred_output_reserve: int = Field(
+        default=32768, ge=0, le=1_000_000, description="Most reserve, however large the window."
+    )
     safety_margin_ratio: float = Field(default=0.02, ge=0.0, le=0.5)
     safety_margin_min: int = Field(default=1024, ge=0, le=1_000_000)
     safety_margin_max: int = Field(default=8192, ge=0, le=1_000_000)
     calibration_ratio: float = Field(
         default=1.0, gt=0.0, le=100.0, description="actual/estimate; values below 1 never raise the limits."
+    )
+    calibration_prior: bool = Field(
+        default=True,
+        description="Without a ratio from usage, assume the provider family's measured one.",
     )
     pin_cap_ratio: float = Field(
         default=0.25, gt=0.0, le=1.0, description="Share of the hard limit pins may use."

@@ -69,7 +69,12 @@ NoStoreOption = Annotated[bool, typer.Option("--no-store", help="Keep derived st
 ModelOption = Annotated[str | None, typer.Option("--model", help="The model to plan for, as provider:model.")]
 WindowOption = Annotated[int | None, typer.Option("--window", min=1, help="Context window in tokens.")]
 MaxTokensOption = Annotated[
-    int | None, typer.Option("--max-tokens", min=1, help="Output tokens to reserve (default: window / 8).")
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help="The model's output limit (default: none; the reserve is then window / 4, at most 32768).",
+    ),
 ]
 LeafOption = Annotated[str | None, typer.Option("--leaf", help="Plan the branch ending at this entry id.")]
 ConfigOption = Annotated[Path | None, typer.Option("--config", help="A ds4-context-config-v1 JSON file.")]
@@ -121,8 +126,8 @@ def _model(
             raise _fail(error.code, "the model must be written provider:model") from None
         provider, model_id = parsed.provider, parsed.model
     return ModelDescriptor(
-        provider=provider, id=model_id, context_window=window, max_tokens=max_tokens or max(1, window // 8)
-    )
+        provider=provider, id=model_id, context_window=window, max_tokens=max_tokens
+    )  # no max_tokens: the library's default reserve (docs/core/planner.md), as for any host
 
 
 def _load_config(path: Path | None) -> Any:

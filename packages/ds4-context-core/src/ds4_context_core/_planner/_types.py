@@ -26,6 +26,7 @@ PLAN_FALLBACK_CODES: Final = (
     "privacy-sanitizer-failed",
     "token-estimator-failed",
     "window-invalid",
+    "window-too-small",
 )
 
 PLAN_ITEM_KINDS: Final = (
@@ -144,6 +145,8 @@ class PlanBudget(_Record, frozen=True):
     supplemental_tokens: int = 0
     history_tokens: int = 0
     total_tokens: int = 0
+    # where calibration_ratio came from: usage, prior (the provider family's), explicit, config or none
+    calibration_source: str = "none"
 
 
 class PlanExclusion(_Record, frozen=True):

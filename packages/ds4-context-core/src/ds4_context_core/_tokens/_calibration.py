@@ -4,6 +4,11 @@ ratio = median of actual / estimated over the samples that survive outlier rejec
 on the median absolute deviation, threshold 3.5). The ratio is clamped to [1, CALIBRATION_MAX_RATIO]:
 limits are divided by it, so calibration can only lower them, never raise them; a provider that
 reports nonsense can shrink the budget at most fourfold.
+
+The published ratio moves in steps of ``CALIBRATION_RATIO_STEP`` (0.05), rounded up, so that the limits
+derived from it, and with them the plans' shared prefix, do not move with every call's jitter. It goes
+up as soon as the median passes the current step (an estimate running low is a risk) and down only when
+the median falls ``CALIBRATION_HYSTERESIS`` (0.02) below the next lower step.
 """
 
 from __future__ import annotations
@@ -23,24 +28,34 @@ from ds4_context_core._history._model import CanonicalMessage
 from ._estimators import TokenEstimator
 
 __all__ = [
+    "CALIBRATION_HYSTERESIS",
     "CALIBRATION_MAX_RATIO",
     "CALIBRATION_MAX_SAMPLES",
     "CALIBRATION_MIN_SAMPLES",
+    "CALIBRATION_RATIO_SOURCES",
+    "CALIBRATION_RATIO_STEP",
     "CALIBRATION_STATUSES",
     "TOKEN_CALIBRATION_VERSION",
     "TOKEN_ESTIMATE_CODES",
     "CalibratedEstimator",
+    "CalibrationRatio",
     "CalibrationSample",
     "TokenCalibration",
     "TokenCalibrator",
     "calibrate_token_ratio",
     "calibrated_limit",
+    "stable_ratio",
 ]
 
 TOKEN_CALIBRATION_VERSION: Final = "token-calibration-v1"  # noqa: S105 - a contract id, not a secret
 CALIBRATION_MIN_SAMPLES: Final = 5
 CALIBRATION_MAX_SAMPLES: Final = 200
 CALIBRATION_MAX_RATIO: Final = 4
+CALIBRATION_RATIO_STEP: Final = 0.05
+CALIBRATION_HYSTERESIS: Final = 0.02
+# Where the ratio a budget used came from: provider usage, the provider family's prior, the caller,
+# the configuration (``budget.calibration_ratio``), or nowhere (priors off, ratio 1).
+CALIBRATION_RATIO_SOURCES: Final = ("config", "explicit", "none", "prior", "usage")
 # Iglewicz and Hoaglin's cut-off for the modified z-score 0.6745 * |x - median| / MAD.
 _OUTLIER_Z: Final = 3.5
 CALIBRATION_STATUSES: Final = ("calibrated", "insufficient-samples")
@@ -51,6 +66,51 @@ TOKEN_ESTIMATE_CODES: Final = (
 )
 
 CalibrationStatus = Literal["calibrated", "insufficient-samples"]
+
+
+class CalibrationRatio(float):
+    """A ratio that says where it came from (one of ``CALIBRATION_RATIO_SOURCES``).
+
+    It is a ``float``, so it goes wherever a ratio goes (``plan_context(calibration_ratio=...)``), and the
+    planner shows ``source`` in ``plan.budget.calibration_source``; a plain float counts as ``explicit``.
+    """
+
+    __slots__ = ("source",)
+    source: str
+
+    def __new__(cls, value: float, source: str = "explicit") -> CalibrationRatio:
+        ratio = super().__new__(cls, value)
+        ratio.source = source if source in CALIBRATION_RATIO_SOURCES else "explicit"
+        return ratio
+
+    def __repr__(self) -> str:
+        return f"CalibrationRatio({float(self)!r}, {self.source!r})"
+
+
+def _clamp(ratio: float) -> float:
+    if not math.isfinite(ratio):
+        return float(CALIBRATION_MAX_RATIO)
+    return min(float(CALIBRATION_MAX_RATIO), max(1.0, ratio))
+
+
+def _step_up(ratio: float) -> float:
+    # round() first: 1.25 / 0.05 is 25.000000000000004 in binary floating point, not a step above 1.25
+    steps = math.ceil(round(ratio / CALIBRATION_RATIO_STEP, 6))
+    return min(float(CALIBRATION_MAX_RATIO), round(steps * CALIBRATION_RATIO_STEP, 4))
+
+
+def stable_ratio(measured: float, previous: float | None = None) -> float:
+    """``measured`` clamped to [1, 4], rounded up to a step; from ``previous`` it moves as the module says."""
+    clamped = _clamp(float(measured))
+    target = _step_up(clamped)
+    if previous is None or not math.isfinite(previous):
+        return target
+    current = _step_up(_clamp(float(previous)))
+    if target >= current:
+        return target
+    if clamped >= current - CALIBRATION_RATIO_STEP - CALIBRATION_HYSTERESIS:
+        return current
+    return target
 
 
 class CalibrationSample(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -71,6 +131,12 @@ class TokenCalibration(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     used: int
     rejected_outliers: int
     rejected_invalid: int
+
+    def planner_ratio(self) -> CalibrationRatio | None:
+        """The ratio to plan with (source ``usage``), or ``None`` with too few samples (a prior applies)."""
+        if self.status != "calibrated":
+            return None
+        return CalibrationRatio(self.ratio, "usage")
 
 
 def _count(value: object, name: str) -> int:
@@ -106,9 +172,16 @@ def _ratios(samples: Iterable[CalibrationSample | tuple[int, int]]) -> tuple[lis
 
 
 def calibrate_token_ratio(
-    samples: Iterable[CalibrationSample | tuple[int, int]], *, min_samples: int = CALIBRATION_MIN_SAMPLES
+    samples: Iterable[CalibrationSample | tuple[int, int]],
+    *,
+    min_samples: int = CALIBRATION_MIN_SAMPLES,
+    previous: TokenCalibration | float | None = None,
 ) -> TokenCalibration:
-    """Learn the ratio actual/estimated from samples, rejecting outliers; see the module rules."""
+    """Learn the ratio actual/estimated from samples, rejecting outliers; see the module rules.
+
+    ``previous`` (the calibration or ratio published before) gives the step hysteresis; without it the
+    ratio is the median rounded up to the next step.
+    """
     ratios, seen, invalid = _ratios(samples)
     if len(ratios) < max(1, min_samples):
         return TokenCalibration(
@@ -130,13 +203,21 @@ def calibrate_token_ratio(
     median_ratio = statistics.median(kept)
     return TokenCalibration(
         status="calibrated",
-        ratio=min(float(CALIBRATION_MAX_RATIO), max(1.0, median_ratio)),
+        ratio=stable_ratio(median_ratio, _previous_ratio(previous)),
         median_ratio=median_ratio,
         samples=seen,
         used=len(kept),
         rejected_outliers=len(ratios) - len(kept),
         rejected_invalid=invalid,
     )
+
+
+def _previous_ratio(previous: TokenCalibration | float | None) -> float | None:
+    if isinstance(previous, TokenCalibration):
+        return previous.ratio if previous.status == "calibrated" else None
+    if isinstance(previous, bool) or not isinstance(previous, int | float):
+        return None
+    return float(previous)
 
 
 def calibrated_limit(limit: int, calibration: TokenCalibration | float) -> int:
@@ -151,7 +232,7 @@ def calibrated_limit(limit: int, calibration: TokenCalibration | float) -> int:
 class TokenCalibrator:
     """Collects samples as calls happen (the newest ``max_samples``) and calibrates on demand. Thread-safe."""
 
-    __slots__ = ("_lock", "_min_samples", "_samples")
+    __slots__ = ("_lock", "_min_samples", "_published", "_samples")
 
     def __init__(
         self, *, max_samples: int = CALIBRATION_MAX_SAMPLES, min_samples: int = CALIBRATION_MIN_SAMPLES
@@ -160,6 +241,7 @@ class TokenCalibrator:
             raise ValueError("max_samples must be at least 1")
         self._samples: deque[CalibrationSample] = deque(maxlen=max_samples)
         self._min_samples = min_samples
+        self._published: TokenCalibration | None = None
         self._lock = threading.Lock()
 
     def record(self, *, estimated: int, actual: int) -> None:
@@ -173,7 +255,14 @@ class TokenCalibrator:
             return tuple(self._samples)
 
     def calibration(self) -> TokenCalibration:
-        return calibrate_token_ratio(self.samples(), min_samples=self._min_samples)
+        """The calibration of the samples so far; its ratio moves from the last one only by whole steps."""
+        with self._lock:
+            samples, previous = tuple(self._samples), self._published
+        calibration = calibrate_token_ratio(samples, min_samples=self._min_samples, previous=previous)
+        with self._lock:
+            if calibration.status == "calibrated":
+                self._published = calibration
+        return calibration
 
 
 class CalibratedEstimator:

@@ -26,7 +26,12 @@ from typing import Any, Final
 import msgspec
 
 from ds4_context_core.planner import fast_chars_v1
-from ds4_context_core.tokens import TOKEN_CALIBRATION_VERSION, TokenCalibration, calibrate_token_ratio
+from ds4_context_core.tokens import (
+    TOKEN_CALIBRATION_VERSION,
+    TokenCalibration,
+    calibrate_token_ratio,
+    read_reported_input,
+)
 from ds4_context_engine._exceptions import DerivedStoreError, PiSessionError
 from ds4_context_engine.pi import PiEntry, PiSession, build_pi_context
 from ds4_context_engine.store import CALIBRATION_RETENTION, DerivedStore
@@ -39,8 +44,6 @@ __all__ = [
     "stored_calibration",
 ]
 
-# No model reads ten million tokens in one call: a count above this is a broken writer, not a tokenizer.
-_MAX_INPUT_TOKENS: Final = 10_000_000
 _USAGE_INVALID: Final = "token-calibration-sample-invalid"
 _NO_BASELINE: Final = "token-calibration-no-baseline"
 _STORE_FAILED: Final = "derived-store-failed"
@@ -62,44 +65,17 @@ def calibration_profile(provider: str, model: str) -> str:
     return f"{provider}:{model}"
 
 
-def _count(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return None
-    return value
-
-
 def pi_usage_input_tokens(usage: object) -> int | None:
     """The input tokens the provider counted for one call, from Pi's ``usage``; ``None`` when unusable.
 
-    Pi counts cached input apart (``input`` + ``cacheRead`` + ``cacheWrite`` is the whole prompt and
-    ``totalTokens`` adds ``output``); some writers fold the cache counts into ``input`` instead
-    (``totalTokens`` = ``input`` + ``output``). With cache counts, ``totalTokens`` tells the two apart;
-    when it fits neither, the record is ambiguous and not used. Counts must be ints >= 0 (a bool is
-    not a count); a missing ``input``, a zero total or an absurd one is unusable too.
+    Read by core's :func:`~ds4_context_core.tokens.read_reported_input`: Pi counts cached input apart
+    (``input`` + ``cacheRead`` + ``cacheWrite`` is the whole prompt, with or without ``totalTokens``);
+    a writer that folded the cache counts into ``input`` is told apart by ``totalTokens``, and a total
+    that fits neither is ambiguous. Provider shapes (``prompt_tokens``, ``input_tokens`` with cache
+    counts) are read too. Counts must be ints >= 0; a missing ``input``, a zero or an absurd total is
+    unusable.
     """
-    if not isinstance(usage, dict):
-        return None
-    fresh = _count(usage.get("input"))
-    read = _count(usage.get("cacheRead", 0))
-    write = _count(usage.get("cacheWrite", 0))
-    if fresh is None or read is None or write is None:
-        return None
-    cached = read + write
-    prompt = fresh + cached
-    if cached:
-        output = _count(usage.get("output", 0))
-        total = _count(usage.get("totalTokens"))
-        if output is None or total is None:
-            return None
-        if total == fresh + output + cached:
-            prompt = fresh + cached
-        elif total == fresh + output and cached <= fresh:
-            prompt = fresh
-        else:
-            return None
-    if prompt <= 0 or prompt > _MAX_INPUT_TOKENS:
-        return None
-    return prompt
+    return read_reported_input(usage).input_tokens
 
 
 def _source(session_id: str, entry_id: str) -> str:
@@ -274,7 +250,9 @@ def record_calibration_samples(
     )
 
 
-def stored_calibration(store: DerivedStore, profile: str) -> TokenCalibration:
+def stored_calibration(
+    store: DerivedStore, profile: str, *, previous: TokenCalibration | None = None
+) -> TokenCalibration:
     """Core's calibration of the samples stored under ``profile`` (``insufficient-samples`` when few).
 
     A stored row whose counts are not positive ints (a foreign writer) is passed on as ``(0, 0)``, which
@@ -287,4 +265,4 @@ def stored_calibration(store: DerivedStore, profile: str) -> TokenCalibration:
             pairs.append((sample.estimated, sample.actual))
         else:
             pairs.append((0, 0))
-    return calibrate_token_ratio(pairs)
+    return calibrate_token_ratio(pairs, previous=previous)

@@ -104,6 +104,7 @@ class ContextWorkspace:
         self._calibration_handled: set[str] = set()
         self._calibration_scan = CalibrationScan()
         self._calibrations: dict[str, TokenCalibration] = {}
+        self._published_calibrations: dict[str, TokenCalibration] = {}  # the step hysteresis starts here
 
     @classmethod
     def open(
@@ -217,10 +218,13 @@ class ContextWorkspace:
         calibration = self._calibrations.get(profile)
         if calibration is None:
             try:
-                calibration = stored_calibration(self.store, profile)
+                previous = self._published_calibrations.get(profile)
+                calibration = stored_calibration(self.store, profile, previous=previous)
             except DerivedStoreError:
                 return None
             self._calibrations[profile] = calibration
+            if calibration.status == "calibrated":
+                self._published_calibrations[profile] = calibration
         return calibration
 
     def pins(self) -> tuple[PinRecord, ...]:
@@ -279,8 +283,8 @@ class ContextWorkspace:
             )
         context = self.context
         calibration = self.calibration(descriptor)
-        # limits shrink only with enough samples; otherwise exactly the uncalibrated plan
-        ratio = calibration.ratio if calibration is not None and calibration.status == "calibrated" else None
+        # the ratio learnt from usage once there are enough samples; before that, the provider family's prior
+        ratio = calibration.planner_ratio() if calibration is not None else None
         # every append (pins and memory included) or re-read gives a new session object: a key without hashing
         key = (descriptor, dry_run, self._session, self.leaf_id, ratio)
         if self._plan is not None and self._plan_key == key:
