@@ -1,5 +1,8 @@
 """Provider-side names: model references, local provider discovery and HTTP transports.
 
+A transport sends the core contract's ``CompletionRequest`` and returns its ``CompletionResult``
+(``ds4_context_core.adapter``); ``CompletionFailure`` and the shared records are re-exported here.
+
 The HTTP transports and local provider discovery (which need httpx) are imported on first use, so
 parsing a model reference or reading the error types stays cheap.
 """
@@ -8,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ds4_context_core.adapter import CompletionFailure, MessageConverter
 from ds4_context_engine._lazy import lazy_exports
 
-from ._convert import INTEROP_MODULE, MessageConverter
 from ._descriptors import (
     TRANSPORT_IDS,
     TransportCapabilities,
@@ -34,7 +37,6 @@ from ._model_reference import (
 )
 from ._types import (
     FAILURE_KINDS,
-    FALLBACK_CODES,
     TRANSIENT_FAILURE_KINDS,
     CompletionOutput,
     CompletionUsage,
@@ -42,9 +44,6 @@ from ._types import (
     OutputToolCall,
     ProviderContinuation,
     ToolDefinition,
-    TransportFailure,
-    TransportRequest,
-    TransportResult,
     UsageObservation,
 )
 
@@ -100,8 +99,6 @@ __all__ = [
     "DISCOVERY_TIMEOUT_MS",
     "ECHO_MAX_BYTES",
     "FAILURE_KINDS",
-    "FALLBACK_CODES",
-    "INTEROP_MODULE",
     "LMSTUDIO_DEFAULT_BASE_URL",
     "LOCAL_PROVIDER_ERROR_CODES",
     "LOCAL_PROVIDER_TYPES",
@@ -117,6 +114,7 @@ __all__ = [
     "TRANSIENT_FAILURE_KINDS",
     "TRANSPORT_IDS",
     "AnthropicMessagesTransport",
+    "CompletionFailure",
     "CompletionOutput",
     "CompletionUsage",
     "FailureKind",
@@ -139,9 +137,6 @@ __all__ = [
     "ToolDefinition",
     "TransportCapabilities",
     "TransportDescriptor",
-    "TransportFailure",
-    "TransportRequest",
-    "TransportResult",
     "UsageCallback",
     "UsageObservation",
     "describe_transport",

@@ -9,11 +9,17 @@ import httpx
 import msgspec
 
 from ds4_context_core import CanonicalMessage
+from ds4_context_core.adapter import (
+    INTEROP_CONVERTERS,
+    CompletionRequest,
+    CompletionUsage,
+    InteropFormat,
+    MessageConverter,
+)
 from ds4_context_core.privacy import PrivacyPolicy
 
-from ._convert import MessageConverter, interop_converter
 from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
-from ._types import CompletionOutput, CompletionUsage, OutputToolCall, TransportRequest
+from ._types import CompletionOutput, OutputToolCall
 
 __all__ = [
     "ANTHROPIC_API_VERSION",
@@ -72,6 +78,7 @@ class AnthropicMessagesTransport(HttpTransport):
     """
 
     endpoint_path: ClassVar[str] = "/messages"
+    interop_format: ClassVar[InteropFormat] = "anthropic"
 
     def __init__(
         self,
@@ -112,7 +119,7 @@ class AnthropicMessagesTransport(HttpTransport):
         self, messages: Sequence[CanonicalMessage]
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """``(system blocks, messages)``; the converter lifts canonical system messages into ``system``."""
-        converter = self._converter or interop_converter("to_anthropic_messages")
+        converter = self._converter or INTEROP_CONVERTERS[self.interop_format]
         # Converted parts may share objects with canonical messages: nothing below mutates them in place.
         converted = converter(messages)
         if isinstance(converted, list):  # a converter that has no system prompt to lift
@@ -159,14 +166,15 @@ class AnthropicMessagesTransport(HttpTransport):
         converted[last] = {**whole, "content": whole_blocks}
         return True
 
-    def build_payload(self, request: TransportRequest) -> dict[str, Any]:
+    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
         lifted, converted = self._convert(request.messages)
         system_blocks: list[dict[str, Any]] = (
             [{"type": "text", "text": request.system}] if request.system else []
         )
         system_blocks.extend(lifted)
-        max_tokens = request.max_output_tokens or request.model.max_tokens or ANTHROPIC_DEFAULT_MAX_TOKENS
-        payload: dict[str, Any] = {"model": request.model.id, "max_tokens": max_tokens, "messages": converted}
+        limit = request.model_descriptor.max_tokens if request.model_descriptor is not None else None
+        max_tokens = request.max_output_tokens or limit or ANTHROPIC_DEFAULT_MAX_TOKENS
+        payload: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens, "messages": converted}
         if request.temperature is not None:
             payload["temperature"] = request.temperature
         tools = [

@@ -9,20 +9,23 @@ import httpx
 import msgspec
 
 from ds4_context_core import CanonicalMessage, TextBlock, ToolCallBlock, stable_hash
-from ds4_context_core.privacy import PrivacyPolicy, privacy_policy_version
-
-from ._convert import MessageConverter, interop_converter
-from ._local import LocalProviderDefinition
-from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
-from ._types import (
-    CompletionOutput,
+from ds4_context_core.adapter import (
+    INTEROP_CONVERTERS,
+    CompletionCompleted,
+    CompletionFallback,
+    CompletionRequest,
+    CompletionResult,
     CompletionUsage,
-    OutputToolCall,
+    InteropFormat,
+    MessageConverter,
     ProviderContinuation,
     ToolDefinition,
-    TransportRequest,
-    TransportResult,
 )
+from ds4_context_core.privacy import PrivacyPolicy, privacy_policy_version
+
+from ._local import LocalProviderDefinition
+from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
+from ._types import CompletionOutput, OutputToolCall
 
 __all__ = [
     "OPENAI_DEFAULT_BASE_URL",
@@ -128,6 +131,7 @@ class OpenAIChatTransport(HttpTransport):
     """
 
     endpoint_path: ClassVar[str] = "/chat/completions"
+    interop_format: ClassVar[InteropFormat] = "openai-chat"
 
     def __init__(
         self,
@@ -159,14 +163,14 @@ class OpenAIChatTransport(HttpTransport):
         self._converter = converter
 
     def _convert(self, messages: Sequence[CanonicalMessage]) -> list[dict[str, Any]]:
-        converter = self._converter or interop_converter("to_openai_chat")
+        converter = self._converter or INTEROP_CONVERTERS[self.interop_format]
         return list(converter(messages))
 
-    def build_payload(self, request: TransportRequest) -> dict[str, Any]:
+    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
         messages = self._convert(request.messages)
         if request.system:
             messages.insert(0, {"role": "system", "content": request.system})
-        payload: dict[str, Any] = {"model": request.model.id, "messages": messages, "stream": False}
+        payload: dict[str, Any] = {"model": request.model, "messages": messages, "stream": False}
         if request.max_output_tokens is not None:
             payload[self._output_limit_field] = request.max_output_tokens
         if request.temperature is not None:
@@ -301,6 +305,7 @@ class OpenAIResponsesTransport(HttpTransport):
     """
 
     endpoint_path: ClassVar[str] = "/responses"
+    interop_format: ClassVar[InteropFormat] = "openai-responses"
 
     def __init__(
         self,
@@ -333,29 +338,29 @@ class OpenAIResponsesTransport(HttpTransport):
         self._policy_version = privacy_policy_version(privacy_policy)
 
     def _convert(self, messages: Sequence[CanonicalMessage]) -> list[dict[str, Any]]:
-        converter = self._converter or interop_converter("to_openai_responses")
+        converter = self._converter or INTEROP_CONVERTERS[self.interop_format]
         return list(converter(messages))
 
-    def _settings_hash(self, request: TransportRequest) -> str:
+    def _settings_hash(self, request: CompletionRequest) -> str:
         return stable_hash(
             {
                 "provider": self.provider,
                 "baseUrl": self.base_url,
-                "model": request.model.id,
+                "model": request.model,
                 "system": request.system,
                 "tools": [msgspec.to_builtins(tool) for tool in request.tools],
                 "privacy": self._policy_version,
             }
         )
 
-    def continuation_start(self, request: TransportRequest) -> int | None:
+    def continuation_start(self, request: CompletionRequest) -> int | None:
         """Index of the first message to send after ``previous_response_id``, or None for a full replay."""
         state = request.continuation
         if (
             not self._store
             or state is None
             or state.provider != self.provider
-            or state.model != request.model.id
+            or state.model != request.model
         ):
             return None
         count = state.prefix_count
@@ -369,10 +374,10 @@ class OpenAIResponsesTransport(HttpTransport):
             return None
         return count + 1
 
-    def _payload(self, request: TransportRequest, start: int | None) -> dict[str, Any]:
+    def _payload(self, request: CompletionRequest, start: int | None) -> dict[str, Any]:
         messages = request.messages if start is None else request.messages[start:]
         payload: dict[str, Any] = {
-            "model": request.model.id,
+            "model": request.model,
             "input": self._convert(messages),
             "store": self._store,
         }
@@ -396,7 +401,7 @@ class OpenAIResponsesTransport(HttpTransport):
             ]
         return payload
 
-    def build_payload(self, request: TransportRequest) -> dict[str, Any]:
+    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
         return self._payload(request, self.continuation_start(request))
 
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
@@ -430,17 +435,16 @@ class OpenAIResponsesTransport(HttpTransport):
         )
         return output, usage
 
-    async def complete(self, request: TransportRequest) -> TransportResult:
+    async def complete(self, request: CompletionRequest) -> CompletionResult:
         start = None
         try:
             start = self.continuation_start(request)
         except Exception:  # a malformed continuation only costs the shortcut, never the turn
             start = None
         result = await super().complete(request)
-        failure = result.failure
+        failure = result.failure if isinstance(result, CompletionFallback) else None
         if (
             start is not None
-            and result.status == "fallback"
             and failure is not None
             and (
                 failure.http_status == 404
@@ -452,14 +456,14 @@ class OpenAIResponsesTransport(HttpTransport):
             start = None
         if (
             not self._store
-            or result.status != "completed"
-            or result.output is None
+            or not isinstance(result, CompletionCompleted)
+            or not isinstance(result.output, CompletionOutput)
             or not result.output.response_id
         ):
             return result
         continuation = ProviderContinuation(
             provider=self.provider,
-            model=request.model.id,
+            model=request.model,
             response_id=result.output.response_id,
             prefix_count=len(request.messages),
             prefix_hash=_messages_hash(request.messages),

@@ -1,8 +1,10 @@
 """What every HTTP transport shares: privacy right before sending, failure classification, usage reports.
 
-A transport never raises from :meth:`HttpTransport.complete`. Whatever goes wrong (a payload that cannot be
-converted, privacy enforcement, the network, the provider, a malformed answer) comes back as a
-``fallback`` result with a code, so the caller keeps the user's turn and canonical history is untouched.
+A transport sends the core contract's ``CompletionRequest`` and returns its ``CompletionResult``: the one
+completion path from plan to provider. It never raises from :meth:`HttpTransport.complete`. Whatever goes
+wrong (a payload that cannot be converted, privacy enforcement, the network, the provider, a malformed
+answer) comes back as a ``CompletionFallback`` with a code from ``COMPLETION_FALLBACK_CODES``, so the
+caller keeps the user's turn and canonical history is untouched.
 """
 
 from __future__ import annotations
@@ -21,19 +23,22 @@ import httpx
 import msgspec
 
 from ds4_context_core import Ds4ContextError, PrivacyEnforcementError, estimate_message_tokens
-from ds4_context_core.adapter import CompletionRequest as AdapterCompletionRequest
+from ds4_context_core.adapter import (
+    CompletionCompleted,
+    CompletionFailure,
+    CompletionFallback,
+    CompletionFallbackCode,
+    CompletionRequest,
+    CompletionResult,
+    CompletionUsage,
+    FailureKind,
+    completion_fallback,
+    validate_completion_request,
+)
 from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy, mark_local_only_messages
 
 from ._errors import ProviderConfigurationError
-from ._types import (
-    CompletionOutput,
-    CompletionUsage,
-    FailureKind,
-    TransportFailure,
-    TransportRequest,
-    TransportResult,
-    UsageObservation,
-)
+from ._types import CompletionOutput, UsageObservation
 
 __all__ = [
     "DEFAULT_REQUEST_TIMEOUT_S",
@@ -60,11 +65,11 @@ class ProviderResponseError(Ds4ContextError, ValueError):
 class ProviderTransportError(Ds4ContextError, RuntimeError):
     """Raised only by the adapter-boundary callable of :meth:`HttpTransport.payload_transport`.
 
-    ``failure`` is the metadata-only :class:`TransportFailure`; the adapter turns the exception into its
-    retryable ``transport-failed`` fallback.
+    ``failure`` is the metadata-only :class:`~ds4_context_core.adapter.CompletionFailure`; the adapter
+    turns the exception into its retryable ``transport-failed`` fallback.
     """
 
-    def __init__(self, failure: TransportFailure) -> None:
+    def __init__(self, failure: CompletionFailure) -> None:
         super().__init__("provider-transport-failed", f"{failure.kind}: {failure.reason}")
         self.failure = failure
 
@@ -125,6 +130,14 @@ def _classify_status(status: int) -> FailureKind:
     return "client-error"
 
 
+def _elapsed_ms(started: float) -> float:
+    return (time.monotonic() - started) * 1000
+
+
+def _fallback(code: CompletionFallbackCode, failure: CompletionFailure, started: float) -> CompletionFallback:
+    return completion_fallback(code, failure=failure, elapsed_ms=_elapsed_ms(started))
+
+
 class HttpTransport:
     """Base of the provider transports. Subclasses build the payload and parse the answer.
 
@@ -178,7 +191,8 @@ class HttpTransport:
 
     # --- subclass hooks -------------------------------------------------------------------------------
 
-    def build_payload(self, request: TransportRequest) -> dict[str, Any]:
+    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
+        """The wire payload for a request that carries canonical ``messages`` (already marked)."""
         raise NotImplementedError
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
@@ -189,138 +203,107 @@ class HttpTransport:
 
     # --- the shared flow ------------------------------------------------------------------------------
 
-    def _fallback(
-        self,
-        request: TransportRequest,
-        code: str,
-        failure: TransportFailure,
-        started: float,
-    ) -> TransportResult:
-        return TransportResult(
-            status="fallback",
-            provider=self.provider,
-            model=request.model.id,
-            code=code,
-            retryable=code == "transport-failed" and failure.transient,
-            failure=failure,
-            elapsed_ms=(time.monotonic() - started) * 1000,
-        )
+    def _wire_payload(self, request: CompletionRequest) -> dict[str, Any]:
+        """Canonical messages converted into this transport's format, or the sender's own payload."""
+        if not request.messages:
+            return {**request.payload, "model": request.model}
+        # Flags do not survive into provider formats: local-only content becomes a marked span first.
+        marked = msgspec.structs.replace(request, messages=mark_local_only_messages(request.messages))
+        return self.build_payload(marked)
 
-    def _report_usage(self, request: TransportRequest, usage: CompletionUsage | None) -> None:
+    def _report_usage(self, request: CompletionRequest, usage: CompletionUsage | None) -> None:
         if usage is None or self._on_usage is None:
             return
         estimate = request.estimated_input_tokens
         if estimate is None:
+            if not request.messages:
+                return  # a sender-built payload: nothing of ours to calibrate against
             estimate = sum(estimate_message_tokens(message) for message in request.messages)
         observation = UsageObservation(
-            provider=self.provider, model=request.model.id, estimated_input_tokens=estimate, usage=usage
+            provider=self.provider, model=request.model, estimated_input_tokens=estimate, usage=usage
         )
         # A broken calibration hook must not cost the user the answer.
         with contextlib.suppress(Exception):
             self._on_usage(observation)
 
-    async def complete(self, request: TransportRequest) -> TransportResult:
-        """Send ``request`` once. Never raises; failures come back as ``fallback`` results."""
+    async def complete(self, request: CompletionRequest) -> CompletionResult:
+        """Send ``request`` once. Never raises; failures come back as ``CompletionFallback`` results.
+
+        The payload is built (canonical messages converted, or the sender's payload taken as it is), then
+        privacy is enforced on it exactly once, immediately before it is encoded and sent.
+        """
         started = time.monotonic()
         try:
-            # Flags do not survive into provider formats: local-only content becomes a marked span first.
-            marked = msgspec.structs.replace(request, messages=mark_local_only_messages(request.messages))
-            payload = self.build_payload(marked)
+            payload = self._wire_payload(validate_completion_request(request))
         except Exception as error:  # whatever the conversion raises, the user's turn must survive
-            return self._fallback(
-                request,
-                "invalid-request",
-                TransportFailure(
-                    kind="invalid-request",
-                    reason=f"the request could not be converted ({type(error).__name__})",
-                ),
-                started,
+            failure = CompletionFailure(
+                kind="invalid-request", reason=f"the request could not be converted ({type(error).__name__})"
             )
-        return await self._send(request, payload, started)
-
-    async def _send(
-        self, request: TransportRequest, payload: dict[str, Any], started: float
-    ) -> TransportResult:
+            return _fallback("invalid-request", failure, started)
         try:
             sanitized = enforce_payload_privacy(payload, provider=self.provider, policy=self._privacy_policy)
-        except PrivacyEnforcementError as error:
-            return self._fallback(
-                request,
-                "privacy-enforcement-failed",
-                TransportFailure(
-                    kind="privacy-enforcement-failed", reason=f"privacy failed closed ({error.code})"
-                ),
-                started,
-            )
         except Exception as error:
-            return self._fallback(
-                request,
-                "privacy-enforcement-failed",
-                TransportFailure(
-                    kind="privacy-enforcement-failed",
-                    reason=f"privacy failed closed ({type(error).__name__})",
-                ),
-                started,
+            name = error.code if isinstance(error, PrivacyEnforcementError) else type(error).__name__
+            failure = CompletionFailure(
+                kind="privacy-enforcement-failed", reason=f"privacy failed closed ({name})"
             )
-        prepared = self._prepare(sanitized.payload)
-        if isinstance(prepared, TransportFailure):
-            return self._fallback(request, "invalid-request", prepared, started)
+            return _fallback("privacy-enforcement-failed", failure, started)
+        outcome = await self._exchange(sanitized.payload)
+        if isinstance(outcome, CompletionFailure):
+            code: CompletionFallbackCode = (
+                "invalid-request" if outcome.kind == "invalid-request" else "transport-failed"
+            )
+            return _fallback(code, outcome, started)
+        output, usage = outcome
+        self._report_usage(request, usage)
+        return CompletionCompleted(
+            output=output, privacy=sanitized.summary(), usage=usage, elapsed_ms=_elapsed_ms(started)
+        )
+
+    def payload_transport(self) -> Callable[[CompletionRequest], Awaitable[CompletionOutput]]:
+        """This transport as the ``CompletionTransport`` of the core adapter contract.
+
+        A ``RuntimeAdapter`` that builds provider payloads itself sends them over this HTTP client:
+        ``complete_with_guards`` enforces privacy (with the adapter's policy) immediately before calling
+        it, so this callable sends the sanitized payload as it is, with ``model`` filled in, and does not
+        enforce privacy a second time. The payload must be in this transport's wire format. A failure
+        raises :class:`ProviderTransportError`, which the adapter reports as ``transport-failed``.
+        """
+
+        async def send(request: CompletionRequest) -> CompletionOutput:
+            if request.messages:  # not an adapter's payload: converting here would skip the adapter's privacy
+                raise ProviderTransportError(
+                    CompletionFailure(
+                        kind="invalid-request", reason="the adapter boundary sends payloads only"
+                    )
+                )
+            outcome = await self._exchange({**request.payload, "model": request.model})
+            if isinstance(outcome, CompletionFailure):
+                raise ProviderTransportError(outcome)  # raised outside any except: nothing chained
+            return outcome[0]
+
+        return send
+
+    async def _exchange(
+        self, payload: dict[str, Any]
+    ) -> tuple[CompletionOutput, CompletionUsage | None] | CompletionFailure:
+        """Encode, post and parse a sanitized payload; a failure comes back, never raises."""
+        prepared = self._prepare(payload)
+        if isinstance(prepared, CompletionFailure):
+            return prepared
         outcome = await self._post(*prepared)
-        if isinstance(outcome, TransportFailure):
-            return self._fallback(request, "transport-failed", outcome, started)
+        if isinstance(outcome, CompletionFailure):
+            return outcome
         try:
-            output, usage = self.parse_response(outcome)
+            return self.parse_response(outcome)
         except Exception as error:  # a provider answer of any shape must not raise out of complete()
-            failure = TransportFailure(
+            return CompletionFailure(
                 kind="invalid-response",
                 reason=f"the provider's answer did not have the expected shape ({type(error).__name__})",
                 http_status=200,
             )
-            return self._fallback(request, "transport-failed", failure, started)
-        self._report_usage(request, usage)
-        return TransportResult(
-            status="completed",
-            provider=self.provider,
-            model=request.model.id,
-            output=output,
-            usage=usage,
-            elapsed_ms=(time.monotonic() - started) * 1000,
-        )
 
-    def payload_transport(self) -> Callable[[AdapterCompletionRequest], Awaitable[CompletionOutput]]:
-        """This transport as the ``CompletionTransport`` of the core adapter contract.
-
-        A ``RuntimeAdapter`` that builds provider payloads itself (``ds4_context_core.adapter``: privacy is
-        enforced by ``complete_with_guards`` before the call) can send them over this HTTP client. The
-        payload must be in this transport's wire format; ``model`` is filled in from the request. Privacy
-        runs once more here, on the exact bytes that leave (sanitizing twice changes nothing). A failure
-        raises :class:`ProviderTransportError`, which the adapter reports as ``transport-failed``.
-        """
-
-        async def send(request: AdapterCompletionRequest) -> CompletionOutput:
-            payload = {**request.payload, "model": request.model}
-            sanitized = enforce_payload_privacy(payload, provider=self.provider, policy=self._privacy_policy)
-            prepared = self._prepare(sanitized.payload)
-            if isinstance(prepared, TransportFailure):
-                raise ProviderTransportError(prepared)  # raised outside any except: nothing chained
-            outcome = await self._post(*prepared)
-            if isinstance(outcome, TransportFailure):
-                raise ProviderTransportError(outcome)
-            try:
-                output, _ = self.parse_response(outcome)
-            except Exception as error:
-                raise ProviderTransportError(
-                    TransportFailure(
-                        kind="invalid-response",
-                        reason=f"unexpected answer shape ({type(error).__name__})",
-                        http_status=200,
-                    )
-                ) from None
-            return output
-
-        return send
-
-    def _prepare(self, payload: dict[str, Any]) -> tuple[httpx.Headers, bytes] | TransportFailure:
+    def _prepare(self, payload: dict[str, Any]) -> tuple[httpx.Headers, bytes] | CompletionFailure:
         """The encoded headers and body, or an ``invalid-request`` failure naming only the exception type.
 
         Headers are encoded here (not later inside httpx) so that a key httpx cannot send, such as one
@@ -343,7 +326,7 @@ class HttpTransport:
             error_name = type(error).__name__
         else:
             return headers, body
-        return TransportFailure(
+        return CompletionFailure(
             kind="invalid-request", reason=f"the request could not be encoded ({error_name})"
         )
 
@@ -359,9 +342,9 @@ class HttpTransport:
             )
             content = response.content
         except httpx.TimeoutException:
-            return TransportFailure(kind="timeout", reason=f"no answer within {self._timeout_s:g} s")
+            return CompletionFailure(kind="timeout", reason=f"no answer within {self._timeout_s:g} s")
         except httpx.TransportError as error:
-            return TransportFailure(
+            return CompletionFailure(
                 kind="connection-error", reason=f"connection failed ({type(error).__name__})"
             )
         finally:
@@ -372,7 +355,7 @@ class HttpTransport:
             kind = _classify_status(status)
             error_type = _error_type(content)
             detail = f" ({error_type})" if error_type else ""
-            return TransportFailure(
+            return CompletionFailure(
                 kind=kind,
                 reason=f"HTTP {status}{detail}",
                 http_status=status,
@@ -381,12 +364,12 @@ class HttpTransport:
                 else None,
             )
         if len(content) > PROVIDER_RESPONSE_MAX_BYTES:
-            return TransportFailure(
+            return CompletionFailure(
                 kind="invalid-response", reason="the answer is too large", http_status=status
             )
         try:
             return msgspec.json.decode(content)
         except msgspec.DecodeError:
-            return TransportFailure(
+            return CompletionFailure(
                 kind="invalid-response", reason="the answer is not valid JSON", http_status=status
             )

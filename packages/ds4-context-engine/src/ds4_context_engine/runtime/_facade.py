@@ -9,7 +9,8 @@ import anyio
 import msgspec
 
 from ds4_context_core import ModelDescriptor
-from ds4_context_engine.providers import ModelReference, TransportRequest, TransportResult
+from ds4_context_core.adapter import CompletionRequest, CompletionResult
+from ds4_context_engine.providers import ModelReference
 
 from ._errors import RuntimeOptionsError
 from ._fallback import (
@@ -28,19 +29,22 @@ __all__ = ["ProviderRuntime", "ProviderTransport"]
 class ProviderTransport(Protocol):
     """Anything that sends one request and never raises: every transport in ``providers`` is one."""
 
-    async def complete(self, request: TransportRequest) -> TransportResult: ...
+    async def complete(self, request: CompletionRequest) -> CompletionResult: ...
 
 
-def _same_limits(reference: ModelReference, base: ModelDescriptor) -> ModelDescriptor:
+def _same_limits(reference: ModelReference, base: ModelDescriptor | None) -> ModelDescriptor | None:
+    if base is None:
+        return None
     return msgspec.structs.replace(base, provider=reference.provider, id=reference.model)
 
 
 class ProviderRuntime:
-    """Sends a :class:`TransportRequest` along an ordered chain of ``<provider>:<model>`` routes.
+    """Sends a ``CompletionRequest`` along an ordered chain of ``<provider>:<model>`` routes.
 
     ``transports`` maps provider ids to transports; every provider in the chain needs one (checked
-    here, before anything is sent). ``describe_model`` gives each route's limits; by default a route
-    keeps the request's limits with its own provider and model id. Per route, only the tool lists and
+    here, before anything is sent). Each route's request names the route's provider and model;
+    ``describe_model`` gives its limits (``model_descriptor``); by default a route keeps the request's
+    limits with its own provider and model id. Per route, only the tool lists and
     permission mode may differ (see :class:`AttemptPolicy`): ``allowed_tools``/``disallowed_tools``
     filter the request's tools; messages, system prompt, limits and continuation stay as given.
     """
@@ -53,7 +57,9 @@ class ProviderRuntime:
         retry_policy: RetryPolicy | None = None,
         base_policy: AttemptPolicy | None = None,
         resolve_attempt: AttemptResolver | None = None,
-        describe_model: Callable[[ModelReference, ModelDescriptor], ModelDescriptor] = _same_limits,
+        describe_model: Callable[
+            [ModelReference, ModelDescriptor | None], ModelDescriptor | None
+        ] = _same_limits,
         attempt_timeout_s: float | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
@@ -77,7 +83,7 @@ class ProviderRuntime:
     def chain(self) -> tuple[ModelReference, ...]:
         return tuple(entry.model for entry in self._router.chain)
 
-    def _attempt_request(self, request: TransportRequest, context: AttemptContext) -> TransportRequest:
+    def _attempt_request(self, request: CompletionRequest, context: AttemptContext) -> CompletionRequest:
         reference = context.entry.model
         tools = request.tools
         policy = context.policy
@@ -94,15 +100,17 @@ class ProviderRuntime:
             continuation = None
         return msgspec.structs.replace(
             request,
-            model=self._describe_model(reference, request.model),
+            provider=reference.provider,
+            model=reference.model,
+            model_descriptor=self._describe_model(reference, request.model_descriptor),
             tools=tools,
             continuation=continuation,
         )
 
-    async def complete(self, request: TransportRequest) -> RoutedResult:
+    async def complete(self, request: CompletionRequest) -> RoutedResult:
         """Route ``request``; the result says which route answered and every failover before it."""
 
-        async def send(context: AttemptContext) -> TransportResult:
+        async def send(context: AttemptContext) -> CompletionResult:
             transport = self._transports[context.entry.model.provider]
             return await transport.complete(self._attempt_request(request, context))
 

@@ -14,8 +14,13 @@ from typing import Any, Final
 import anyio
 import msgspec
 
+from ds4_context_core.adapter import (
+    CompletionFailure,
+    CompletionFallback,
+    CompletionResult,
+    completion_fallback,
+)
 from ds4_context_engine.providers import ModelReference, ModelReferenceError, parse_model_reference
-from ds4_context_engine.providers._types import TransportFailure, TransportResult
 
 from ._errors import RuntimeOptionsError
 
@@ -120,13 +125,13 @@ class FailoverRecord(msgspec.Struct, frozen=True, kw_only=True):
 class RoutedResult(msgspec.Struct, frozen=True, kw_only=True):
     """The final result, the route that produced it and every failed attempt before it."""
 
-    result: TransportResult
+    result: CompletionResult
     model: ModelReference
     attempts: int
     failovers: tuple[FailoverRecord, ...]
 
 
-AttemptSender = Callable[[AttemptContext], Awaitable[TransportResult]]
+AttemptSender = Callable[[AttemptContext], Awaitable[CompletionResult]]
 AttemptResolver = Callable[[AttemptContext], Mapping[str, Any] | None]
 
 
@@ -218,26 +223,15 @@ def _apply_resolution(base: AttemptPolicy, resolution: Mapping[str, Any] | None)
     return policy
 
 
-def _raised(entry: FallbackChainEntry, error: Exception) -> TransportResult:
-    return TransportResult(
-        status="fallback",
-        provider=entry.model.provider,
-        model=entry.model.model,
-        code="transport-failed",
-        retryable=False,
-        failure=TransportFailure(kind="client-error", reason=f"the transport raised {type(error).__name__}"),
-    )
+def _raised(error: Exception) -> CompletionFallback:
+    # Not transient: a transport that raises once will raise again for the same request.
+    failure = CompletionFailure(kind="client-error", reason=f"the transport raised {type(error).__name__}")
+    return completion_fallback("transport-failed", failure=failure)
 
 
-def _timed_out(entry: FallbackChainEntry, seconds: float) -> TransportResult:
-    return TransportResult(
-        status="fallback",
-        provider=entry.model.provider,
-        model=entry.model.model,
-        code="transport-failed",
-        retryable=True,
-        failure=TransportFailure(kind="timeout", reason=f"the attempt took longer than {seconds:g} s"),
-    )
+def _timed_out(seconds: float) -> CompletionFallback:
+    failure = CompletionFailure(kind="timeout", reason=f"the attempt took longer than {seconds:g} s")
+    return completion_fallback("transport-failed", failure=failure)
 
 
 class FallbackRouter:
@@ -266,22 +260,22 @@ class FallbackRouter:
         self._attempt_timeout_s = attempt_timeout_s
         self._sleep = sleep
 
-    async def _attempt(self, send: AttemptSender, context: AttemptContext) -> TransportResult:
+    async def _attempt(self, send: AttemptSender, context: AttemptContext) -> CompletionResult:
         try:
             if self._attempt_timeout_s is None:
                 return await send(context)
             with anyio.move_on_after(self._attempt_timeout_s) as scope:
                 result = await send(context)
             if scope.cancelled_caught:
-                return _timed_out(context.entry, self._attempt_timeout_s)
+                return _timed_out(self._attempt_timeout_s)
             return result
         except Exception as error:  # a raising transport must not lose the user's turn
-            return _raised(context.entry, error)
+            return _raised(error)
 
     async def run(self, send: AttemptSender) -> RoutedResult:
         failovers: list[FailoverRecord] = []
         attempts = 0
-        result: TransportResult | None = None
+        result: CompletionResult | None = None
         for entry_index, entry in enumerate(self.chain):
             for attempt in range(1, entry.attempts + 1):
                 context = AttemptContext(
@@ -292,9 +286,8 @@ class FallbackRouter:
                     context = msgspec.structs.replace(context, policy=policy)
                 attempts += 1
                 result = await self._attempt(send, context)
-                failure = result.failure
-                transient = result.status == "fallback" and failure is not None and failure.transient
-                if result.status == "completed" or not transient or failure is None:
+                failure = result.failure if isinstance(result, CompletionFallback) else None
+                if failure is None or not failure.transient:
                     return RoutedResult(
                         result=result, model=entry.model, attempts=attempts, failovers=tuple(failovers)
                     )
