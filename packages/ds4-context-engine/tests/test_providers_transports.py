@@ -20,6 +20,7 @@ from _provider_fixtures import (
     message,
     model,
     responses_answer,
+    run_closing,
 )
 from anthropic.types import message_create_params
 from openai.types.chat import completion_create_params
@@ -68,7 +69,7 @@ def _request(**kwargs):
 
 
 def _complete(transport, request):
-    return anyio.run(transport.complete, request)
+    return run_closing(transport, transport.complete, request)
 
 
 # --- OpenAI Chat Completions ---------------------------------------------------------------------------
@@ -339,7 +340,8 @@ def test_api_key_from_environment_and_never_in_results(monkeypatch):
 def test_transport_runs_under_trio():
     with ScriptedServer() as server:
         server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
-        result = anyio.run(_chat(server).complete, _request(), backend="trio")
+        transport = _chat(server)
+        result = run_closing(transport, transport.complete, _request(), backend="trio")
     assert result.status == "completed"
 
 
@@ -633,7 +635,11 @@ def test_router_fails_over_from_a_rate_limited_cloud_model_to_a_local_one():
                 _request(model=model(reference.provider, reference.model))
             )
 
-        routed = anyio.run(router.run, send)
+        async def main():
+            async with transports["openai"], transports["ollama"]:
+                return await router.run(send)
+
+        routed = anyio.run(main)
     assert routed.result.status == "completed"
     assert routed.model.reference == "ollama:llama3.2"
     assert [(f.kind, f.http_status) for f in routed.failovers] == [
@@ -706,12 +712,17 @@ def test_payload_transport_plugs_into_the_core_adapter_flow():
             Reply(body=OPENAI_CHAT_ANSWER),
             Reply(status=503, body={"error": {"type": "server_error"}}, headers={"Retry-After": "1"}),
         )
-        send = _chat(server).payload_transport()
+        transport = _chat(server)
+        send = transport.payload_transport()
         request = CompletionRequest(
             provider="openai", model="gpt-4o-mini", payload={"messages": to_openai_chat(conversation())}
         )
 
         async def main():
+            async with transport:
+                return await both()
+
+        async def both():
             ok = await complete_with_guards(
                 request, closed=False, enforce_privacy=enforce, transport=send, diagnostics=diagnostics
             )
@@ -738,10 +749,10 @@ def test_payload_transport_raises_a_coded_error_with_the_failure():
             "/v1/chat/completions",
             Reply(status=429, body=OPENAI_RATE_LIMIT_BODY, headers={"Retry-After": "2"}),
         )
-        send = _chat(server).payload_transport()
+        transport = _chat(server)
         request = CompletionRequest(provider="openai", model="gpt-4o-mini", payload={"messages": []})
         with pytest.raises(ProviderTransportError) as caught:
-            anyio.run(send, request)
+            run_closing(transport, transport.payload_transport(), request)
     assert caught.value.code == "provider-transport-failed"
     assert caught.value.failure.kind == "rate-limited"
     assert caught.value.failure.retry_after_ms == 2000
@@ -822,14 +833,16 @@ def test_an_adapter_send_over_a_transport_enforces_privacy_exactly_once(monkeypa
             model="gpt-4o-mini",
             payload={"messages": to_openai_chat(_secret_conversation())},
         )
-        result = anyio.run(
+        transport = _chat(server)
+        result = run_closing(
+            transport,
             lambda: complete_with_guards(
                 request,
                 closed=False,
                 enforce_privacy=enforce,
-                transport=_chat(server).payload_transport(),
+                transport=transport.payload_transport(),
                 diagnostics=DiagnosticsBuffer(),
-            )
+            ),
         )
         body = server.requests[0].body.decode()
     assert isinstance(result, CompletionCompleted)

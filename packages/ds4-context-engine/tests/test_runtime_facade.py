@@ -1,7 +1,7 @@
 import anyio
 import pytest
 from _http_servers import Reply, ScriptedServer
-from _provider_fixtures import OPENAI_CHAT_ANSWER, conversation, model
+from _provider_fixtures import OPENAI_CHAT_ANSWER, conversation, model, run_closing
 
 from ds4_context_core.adapter import (
     CompletionCompleted,
@@ -103,7 +103,7 @@ def test_facade_over_a_real_transport():
         server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
         transport = OpenAIChatTransport(base_url=server.url + "/v1", api_key_env=None)
         runtime = ProviderRuntime({"openai": transport}, ["openai:gpt-4o-mini"])
-        routed = anyio.run(runtime.complete, _request())
+        routed = run_closing(runtime, runtime.complete, _request())
         assert server.requests[0].json()["model"] == "gpt-4o-mini"
     assert routed.result.output.text == "The commands are demo, plan and status."
     assert routed.failovers == ()

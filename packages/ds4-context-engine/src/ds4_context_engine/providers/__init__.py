@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     )
     from ._local import (
         DISCOVERY_CACHE_TTL_S,
+        DISCOVERY_RESPONSE_MAX_BYTES,
         DISCOVERY_TIMEOUT_MS,
         LMSTUDIO_DEFAULT_BASE_URL,
         LOCAL_PROVIDER_ERROR_CODES,
@@ -96,6 +97,7 @@ __all__ = [
     "ANTHROPIC_MAX_CACHE_BREAKPOINTS",
     "DEFAULT_REQUEST_TIMEOUT_S",
     "DISCOVERY_CACHE_TTL_S",
+    "DISCOVERY_RESPONSE_MAX_BYTES",
     "DISCOVERY_TIMEOUT_MS",
     "ECHO_MAX_BYTES",
     "FAILURE_KINDS",
@@ -157,6 +159,7 @@ _LAZY_EXPORTS = {
     "ANTHROPIC_MAX_CACHE_BREAKPOINTS": "_anthropic",
     "AnthropicMessagesTransport": "_anthropic",
     "DISCOVERY_CACHE_TTL_S": "_local",
+    "DISCOVERY_RESPONSE_MAX_BYTES": "_local",
     "DISCOVERY_TIMEOUT_MS": "_local",
     "LMSTUDIO_DEFAULT_BASE_URL": "_local",
     "LOCAL_PROVIDER_ERROR_CODES": "_local",

@@ -17,10 +17,12 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Self
 
+import anyio
 import httpx
 import msgspec
+from anyio.lowlevel import RunVar
 
 from ds4_context_core import Ds4ContextError, PrivacyEnforcementError, estimate_message_tokens
 from ds4_context_core.adapter import (
@@ -37,6 +39,7 @@ from ds4_context_core.adapter import (
 )
 from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy, mark_local_only_messages
 
+from ._bounded import ACCEPT_ENCODING, BodyTooLargeError, UndecodableBodyError, read_bounded
 from ._errors import ProviderConfigurationError
 from ._types import CompletionOutput, UsageObservation
 
@@ -52,6 +55,7 @@ __all__ = [
 
 DEFAULT_REQUEST_TIMEOUT_S: Final = 120.0
 PROVIDER_RESPONSE_MAX_BYTES: Final = 32 * 1024 * 1024
+_ERROR_BODY_MAX_BYTES: Final = 65536
 _ERROR_TYPE_PATTERN: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _HEADER_FORBIDDEN: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
@@ -100,10 +104,10 @@ def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None
     return max(0, math.ceil((moment.timestamp() - current) * 1000))
 
 
-def _error_type(body: bytes) -> str | None:
+def _error_type(body: bytes | bytearray) -> str | None:
     """The provider's short error type/code (e.g. ``rate_limit_error``); never its message."""
     try:
-        decoded = msgspec.json.decode(body[:65536])
+        decoded = msgspec.json.decode(body)
     except msgspec.DecodeError:
         return None
     error = decoded.get("error") if isinstance(decoded, dict) else None
@@ -141,7 +145,11 @@ def _fallback(code: CompletionFallbackCode, failure: CompletionFailure, started:
 class HttpTransport:
     """Base of the provider transports. Subclasses build the payload and parse the answer.
 
-    ``client`` may be shared (the caller closes it); otherwise a client is created per call. The API key
+    ``client`` may be shared (the caller closes it); otherwise the transport opens one client on first
+    use and reuses it (and its connections) for every later call in that event loop, until
+    :meth:`aclose` or the end of an ``async with transport:`` block. ``timeout_s`` is a wall-clock
+    deadline for each call: connecting, sending and reading the whole answer. The answer is read
+    streamed and refused once its decoded size passes ``PROVIDER_RESPONSE_MAX_BYTES``. The API key
     comes from ``api_key_env`` when that variable is set, else from ``api_key``; it is sent only in
     headers and never appears in results, errors or diagnostics.
     """
@@ -174,6 +182,8 @@ class HttpTransport:
         self._api_key = api_key
         self._api_key_env = api_key_env
         self._client = client
+        # One client per transport and event loop, reused by every call (a client cannot cross loops).
+        self._owned_client: RunVar[httpx.AsyncClient | None] = RunVar(f"ds4-http-client-{id(self)}")
         self._timeout_s = float(timeout_s)
         self._privacy_policy = privacy_policy
         self._on_usage = on_usage
@@ -317,6 +327,8 @@ class HttpTransport:
                     "Accept": "application/json",
                     **self._extra_headers,
                     **self.auth_headers(self._resolve_api_key()),
+                    # Only codings read_bounded decodes itself, with the size cap on the decoded bytes.
+                    "Accept-Encoding": ACCEPT_ENCODING,
                 }
             )
             if any(_HEADER_FORBIDDEN.search(part) for pair in headers.raw for part in pair):
@@ -331,45 +343,108 @@ class HttpTransport:
         )
 
     async def _post(self, headers: httpx.Headers, body: bytes) -> Any:
-        client = self._client or httpx.AsyncClient()
+        """The decoded JSON answer or a failure; the whole exchange runs under the ``timeout_s`` deadline.
+
+        httpx's own timeout is per network operation: a server that drips a byte now and then never trips
+        it. The deadline here is wall-clock time for connecting, sending and reading the whole answer.
+        """
+        with anyio.move_on_after(self._timeout_s) as scope:
+            outcome = await self._request(headers, body)
+        if scope.cancelled_caught:
+            return CompletionFailure(kind="timeout", reason=f"no answer within {self._timeout_s:g} s")
+        return outcome
+
+    async def _request(self, headers: httpx.Headers, body: bytes) -> Any:
         try:
-            response = await client.post(
+            async with self._http_client().stream(
+                "POST",
                 self.base_url + self.endpoint_path,
                 content=body,
                 headers=headers,
                 timeout=self._timeout_s,
                 follow_redirects=False,
+            ) as response:
+                if response.status_code >= 300:
+                    return await _status_failure(response)
+                content = await read_bounded(response, PROVIDER_RESPONSE_MAX_BYTES)
+        except BodyTooLargeError:
+            return CompletionFailure(
+                kind="invalid-response",
+                reason=f"the answer is too large (over {PROVIDER_RESPONSE_MAX_BYTES} bytes decoded)",
+                http_status=200,
             )
-            content = response.content
+        except UndecodableBodyError:
+            return CompletionFailure(
+                kind="invalid-response",
+                reason="the answer's Content-Encoding was not offered or does not decode",
+                http_status=200,
+            )
         except httpx.TimeoutException:
             return CompletionFailure(kind="timeout", reason=f"no answer within {self._timeout_s:g} s")
         except httpx.TransportError as error:
             return CompletionFailure(
                 kind="connection-error", reason=f"connection failed ({type(error).__name__})"
             )
-        finally:
-            if self._client is None:
-                await client.aclose()
-        status = response.status_code
-        if status >= 300:
-            kind = _classify_status(status)
-            error_type = _error_type(content)
-            detail = f" ({error_type})" if error_type else ""
+        except httpx.HTTPError as error:  # the rest of the family: DecodingError, TooManyRedirects, ...
             return CompletionFailure(
-                kind=kind,
-                reason=f"HTTP {status}{detail}",
-                http_status=status,
-                retry_after_ms=parse_retry_after_ms(response.headers)
-                if kind == "rate-limited" or status == 503
-                else None,
+                kind="invalid-response", reason=f"the answer could not be read ({type(error).__name__})"
             )
-        if len(content) > PROVIDER_RESPONSE_MAX_BYTES:
+        except Exception as error:  # httpx.InvalidURL, a stream error: complete() still must not raise
             return CompletionFailure(
-                kind="invalid-response", reason="the answer is too large", http_status=status
+                kind="client-error", reason=f"the request could not be made ({type(error).__name__})"
             )
         try:
             return msgspec.json.decode(content)
         except msgspec.DecodeError:
             return CompletionFailure(
-                kind="invalid-response", reason="the answer is not valid JSON", http_status=status
+                kind="invalid-response", reason="the answer is not valid JSON", http_status=200
             )
+
+    # --- the HTTP client ------------------------------------------------------------------------------
+
+    def _http_client(self) -> httpx.AsyncClient:
+        """The caller's client, or the one this transport opened in the running event loop."""
+        if self._client is not None:
+            return self._client
+        client = self._owned_client.get(None)
+        if client is None or client.is_closed:
+            client = httpx.AsyncClient()
+            self._owned_client.set(client)
+        return client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this transport opened (a client passed in stays the caller's to close).
+
+        The transport stays usable: the next call opens a new client. A client belongs to the event loop
+        it was opened in, so close the transport before that loop ends (or use ``async with``).
+        """
+        client = self._owned_client.get(None)
+        if client is not None:
+            self._owned_client.set(None)
+            await client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+async def _status_failure(response: httpx.Response) -> CompletionFailure:
+    """An HTTP error status as a failure, with the provider's short error type from the first 64 KiB."""
+    status = response.status_code
+    try:
+        content = await read_bounded(response, _ERROR_BODY_MAX_BYTES, truncate=True)
+    except UndecodableBodyError:
+        content = bytearray()
+    kind = _classify_status(status)
+    error_type = _error_type(content)
+    detail = f" ({error_type})" if error_type else ""
+    return CompletionFailure(
+        kind=kind,
+        reason=f"HTTP {status}{detail}",
+        http_status=status,
+        retry_after_ms=parse_retry_after_ms(response.headers)
+        if kind == "rate-limited" or status == 503
+        else None,
+    )

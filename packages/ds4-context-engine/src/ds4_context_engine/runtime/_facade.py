@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
 import anyio
 import msgspec
@@ -14,6 +14,7 @@ from ds4_context_engine.providers import ModelReference
 
 from ._errors import RuntimeOptionsError
 from ._fallback import (
+    FALLBACK_DEFAULT_DEADLINE_S,
     AttemptContext,
     AttemptPolicy,
     AttemptResolver,
@@ -47,6 +48,7 @@ class ProviderRuntime:
     limits with its own provider and model id. Per route, only the tool lists and
     permission mode may differ (see :class:`AttemptPolicy`): ``allowed_tools``/``disallowed_tools``
     filter the request's tools; messages, system prompt, limits and continuation stay as given.
+    ``deadline_s`` bounds the whole routed call in wall-clock time (see :class:`FallbackRouter`).
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class ProviderRuntime:
             [ModelReference, ModelDescriptor | None], ModelDescriptor | None
         ] = _same_limits,
         attempt_timeout_s: float | None = None,
+        deadline_s: float | None = FALLBACK_DEFAULT_DEADLINE_S,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self._router = FallbackRouter(
@@ -69,6 +72,7 @@ class ProviderRuntime:
             base_policy=base_policy,
             resolve_attempt=resolve_attempt,
             attempt_timeout_s=attempt_timeout_s,
+            deadline_s=deadline_s,
             sleep=sleep,
         )
         missing = sorted({entry.model.provider for entry in self._router.chain} - set(transports))
@@ -115,3 +119,16 @@ class ProviderRuntime:
             return await transport.complete(self._attempt_request(request, context))
 
         return await self._router.run(send)
+
+    async def aclose(self) -> None:
+        """Close every transport that has an ``aclose()`` (the HTTP transports' reused clients)."""
+        for transport in self._transports.values():
+            close = getattr(transport, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
