@@ -35,6 +35,7 @@ from ._model_reference import (
     ModelReference,
     parse_model_reference,
 )
+from ._streaming import StreamCallback, StreamEvent, TextDelta, ToolCallDelta, UsageReport
 from ._types import (
     FAILURE_KINDS,
     TRANSIENT_FAILURE_KINDS,
@@ -136,11 +137,16 @@ __all__ = [
     "ProviderContinuation",
     "ProviderResponseError",
     "ProviderTransportError",
+    "StreamCallback",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallDelta",
     "ToolDefinition",
     "TransportCapabilities",
     "TransportDescriptor",
     "UsageCallback",
     "UsageObservation",
+    "UsageReport",
     "describe_transport",
     "is_private_host",
     "list_transports",

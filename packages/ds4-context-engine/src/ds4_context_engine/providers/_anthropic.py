@@ -18,6 +18,8 @@ from ds4_context_core.adapter import (
 )
 from ds4_context_core.privacy import PrivacyPolicy
 
+from ._sse import SseEvent
+from ._streaming import StreamAssembler, StreamEvent, TextDelta, ToolCallDelta, stream_error
 from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
 from ._types import CompletionOutput, OutputToolCall
 
@@ -57,6 +59,77 @@ class _MessageResponse(msgspec.Struct):
     model: str | None = None
     stop_reason: str | None = None
     usage: _Usage | None = None
+
+
+# Overloaded and internal errors go away on their own; a bad request mid-stream does not.
+_TRANSIENT_STREAM_ERRORS: Final = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+)
+
+
+class _MessagesStream:
+    """Messages API events until ``message_stop``, assembled into one ``message``."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._message: dict[str, Any] = {}
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, list[str]] = {}
+        self._usage: dict[str, Any] = {}
+        self._stop: Any = None
+
+    def feed(self, event: SseEvent) -> list[StreamEvent]:
+        data = msgspec.json.decode(event.data)
+        if not isinstance(data, dict):
+            raise TypeError("a stream event is not an object")
+        kind = data.get("type") or event.event
+        if kind == "message_start":
+            self._message = dict(data["message"])
+            self._usage.update(self._message.get("usage") or {})
+        elif kind == "content_block_start":
+            return self._start(int(data["index"]), data["content_block"])
+        elif kind == "content_block_delta":
+            return self._delta(int(data["index"]), data["delta"])
+        elif kind == "message_delta":
+            self._stop = (data.get("delta") or {}).get("stop_reason", self._stop)
+            self._usage.update(data.get("usage") or {})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            error_type = (data.get("error") or {}).get("type")
+            raise stream_error(error_type, transient=error_type in _TRANSIENT_STREAM_ERRORS)
+        return []
+
+    def _start(self, index: int, block: dict[str, Any]) -> list[StreamEvent]:
+        self._blocks[index] = dict(block)
+        if block.get("type") == "tool_use":
+            self._json[index] = []
+            return [ToolCallDelta(index=index, id=block.get("id"), name=block.get("name"))]
+        if block.get("type") == "text" and block.get("text"):
+            return [TextDelta(text=block["text"])]
+        return []
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> list[StreamEvent]:
+        block = self._blocks[index]
+        if delta.get("type") == "text_delta":
+            text = delta["text"]
+            block["text"] = block.get("text", "") + text
+            return [TextDelta(text=text)]
+        if delta.get("type") == "input_json_delta":
+            part = delta["partial_json"]
+            self._json[index].append(part)
+            return [ToolCallDelta(index=index, arguments=part)]
+        return []  # thinking and signature deltas are not shown
+
+    def final_body(self) -> Any:
+        content = []
+        for index, block in sorted(self._blocks.items()):
+            finished = block
+            if block.get("type") == "tool_use" and index in self._json:
+                raw = "".join(self._json[index])
+                finished = {**block, "input": msgspec.json.decode(raw) if raw.strip() else {}}
+            content.append(finished)
+        return {**self._message, "content": content, "stop_reason": self._stop, "usage": self._usage}
 
 
 def _as_blocks(content: Any) -> list[dict[str, Any]]:
@@ -193,6 +266,9 @@ class AnthropicMessagesTransport(HttpTransport):
         if tools:
             payload["tools"] = tools
         return payload
+
+    def stream_assembler(self) -> StreamAssembler:
+        return _MessagesStream()
 
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
         response = msgspec.convert(body, _MessageResponse)

@@ -9,14 +9,14 @@ well the body compresses, and a flood is cut as soon as the cap is passed.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Final
 
 import httpx
 
 from ds4_context_core import Ds4ContextError
 
-__all__ = ["ACCEPT_ENCODING", "BodyTooLargeError", "UndecodableBodyError", "read_bounded"]
+__all__ = ["ACCEPT_ENCODING", "BodyTooLargeError", "UndecodableBodyError", "iter_bounded", "read_bounded"]
 
 # Only what we decode ourselves may be offered: a server that answers in brotli or zstd anyway is refused.
 ACCEPT_ENCODING: Final = "gzip, deflate"
@@ -86,6 +86,27 @@ def _declared_length(response: httpx.Response) -> int | None:
     if raw is None or not raw.strip().isdigit():
         return None
     return int(raw.strip())
+
+
+async def iter_bounded(response: httpx.Response, limit: int) -> AsyncIterator[bytes]:
+    """The decoded body of a streamed ``response`` piece by piece, stopping past ``limit`` bytes.
+
+    Raises :class:`BodyTooLargeError` once more than ``limit`` decoded (or raw) bytes arrived, before
+    the piece that passes it is handed out, and :class:`UndecodableBodyError` for an encoding we did not
+    offer or bytes that do not decode.
+    """
+    decoder = _Decoder(_coding(response))
+    declared = _declared_length(response)
+    if declared is not None and declared > limit:
+        raise BodyTooLargeError
+    decoded = raw_total = 0
+    async for chunk in response.aiter_raw():
+        raw_total += len(chunk)
+        for piece in decoder.decode(chunk):
+            decoded += len(piece)
+            if decoded > limit or raw_total > limit:
+                raise BodyTooLargeError
+            yield piece
 
 
 async def read_bounded(response: httpx.Response, limit: int, *, truncate: bool = False) -> bytearray:

@@ -24,6 +24,8 @@ from ds4_context_core.adapter import (
 from ds4_context_core.privacy import PrivacyPolicy, privacy_policy_version
 
 from ._local import LocalProviderDefinition
+from ._sse import SseEvent
+from ._streaming import StreamAssembler, StreamCallback, StreamEvent, TextDelta, ToolCallDelta, stream_error
 from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
 from ._types import CompletionOutput, OutputToolCall
 
@@ -179,6 +181,13 @@ class OpenAIChatTransport(HttpTransport):
             payload["tools"] = _chat_tools(request.tools)
         return payload
 
+    def stream_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        # Without include_usage a streamed Chat answer carries no token counts at all.
+        return {**payload, "stream": True, "stream_options": {"include_usage": True}}
+
+    def stream_assembler(self) -> StreamAssembler:
+        return _ChatStream()
+
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
         response = msgspec.convert(body, _ChatResponse)
         if not response.choices:
@@ -205,6 +214,101 @@ class OpenAIChatTransport(HttpTransport):
             model=response.model,
         )
         return output, usage
+
+
+class _ChatDeltaFunction(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ChatDeltaCall(msgspec.Struct):
+    index: int
+    id: str | None = None
+    function: _ChatDeltaFunction | None = None
+
+
+class _ChatDelta(msgspec.Struct):
+    content: str | None = None
+    tool_calls: list[_ChatDeltaCall] | None = None
+
+
+class _ChatChunkChoice(msgspec.Struct):
+    delta: _ChatDelta | None = None
+    index: int = 0
+    finish_reason: str | None = None
+
+
+class _ChatChunk(msgspec.Struct):
+    choices: list[_ChatChunkChoice] | None = None
+    id: str | None = None
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+    error: Any = None
+
+
+class _ChatStream:
+    """``chat.completion.chunk`` events until ``data: [DONE]``, assembled into a ``chat.completion``."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._id: str | None = None
+        self._model: str | None = None
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+
+    def feed(self, event: SseEvent) -> list[StreamEvent]:
+        if event.data.strip() == "[DONE]":
+            self.done = True
+            return []
+        chunk = msgspec.json.decode(event.data, type=_ChatChunk)
+        if chunk.error is not None:
+            error = chunk.error
+            raise stream_error(error.get("type") or error.get("code") if isinstance(error, dict) else None)
+        self._id = chunk.id or self._id
+        self._model = chunk.model or self._model
+        self._usage = chunk.usage or self._usage
+        deltas: list[StreamEvent] = []
+        for choice in chunk.choices or ():
+            if choice.index != 0:
+                continue  # one answer is asked for; another choice would be a second answer
+            self._finish = choice.finish_reason or self._finish
+            delta = choice.delta or _ChatDelta()
+            if delta.content:
+                self._text.append(delta.content)
+                deltas.append(TextDelta(text=delta.content))
+            for call in delta.tool_calls or ():
+                slot = self._calls.setdefault(call.index, {"id": None, "name": "", "arguments": []})
+                function = call.function or _ChatDeltaFunction()
+                slot["id"] = call.id or slot["id"]
+                slot["name"] += function.name or ""
+                slot["arguments"].append(function.arguments or "")
+                deltas.append(
+                    ToolCallDelta(
+                        index=call.index, id=call.id, name=function.name, arguments=function.arguments or ""
+                    )
+                )
+        return deltas
+
+    def final_body(self) -> Any:
+        calls = [
+            {
+                "id": slot["id"] or "",
+                "type": "function",
+                "function": {"name": slot["name"], "arguments": "".join(slot["arguments"])},
+            }
+            for _, slot in sorted(self._calls.items())
+        ]
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._text)}
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            "id": self._id,
+            "model": self._model,
+            "choices": [{"index": 0, "message": message, "finish_reason": self._finish}],
+            "usage": self._usage,
+        }
 
 
 def local_provider_transport(
@@ -269,6 +373,55 @@ class _ResponsesResponse(msgspec.Struct):
     model: str | None = None
     usage: _ResponsesUsage | None = None
     incomplete_details: _IncompleteDetails | None = None
+
+
+class _ResponsesStream:
+    """Responses API stream events until ``response.completed``, whose ``response`` is the answer."""
+
+    _FINAL: ClassVar[frozenset[str]] = frozenset({"response.completed", "response.incomplete"})
+
+    def __init__(self) -> None:
+        self.done = False
+        self._final: Any = None
+
+    def feed(self, event: SseEvent) -> list[StreamEvent]:
+        data = msgspec.json.decode(event.data)
+        if not isinstance(data, dict):
+            raise TypeError("a stream event is not an object")
+        kind = data.get("type") or event.event
+        if kind == "response.output_text.delta":
+            return [TextDelta(text=_text(data.get("delta")))]
+        if kind == "response.output_item.added":
+            item = data.get("item")
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                return [ToolCallDelta(index=_index(data), id=item.get("call_id"), name=item.get("name"))]
+            return []
+        if kind == "response.function_call_arguments.delta":
+            return [ToolCallDelta(index=_index(data), arguments=_text(data.get("delta")))]
+        if kind in self._FINAL:
+            self._final = data.get("response")
+            self.done = True
+            return []
+        if kind in ("response.failed", "error"):
+            error = data.get("error") or (data.get("response") or {}).get("error") or {}
+            raise stream_error(error.get("code") if isinstance(error, dict) else None)
+        return []
+
+    def final_body(self) -> Any:
+        return self._final
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("a text delta is not a string")
+    return value
+
+
+def _index(data: dict[str, Any]) -> int:
+    index = data.get("output_index")
+    if type(index) is not int:
+        raise TypeError("a stream event has no output index")
+    return index
 
 
 def _messages_hash(messages: Sequence[CanonicalMessage]) -> str:
@@ -435,13 +588,18 @@ class OpenAIResponsesTransport(HttpTransport):
         )
         return output, usage
 
-    async def complete(self, request: CompletionRequest) -> CompletionResult:
+    def stream_assembler(self) -> StreamAssembler:
+        return _ResponsesStream()
+
+    async def _complete(
+        self, request: CompletionRequest, on_event: StreamCallback | None
+    ) -> CompletionResult:
         start = None
         try:
             start = self.continuation_start(request)
         except Exception:  # a malformed continuation only costs the shortcut, never the turn
             start = None
-        result = await super().complete(request)
+        result = await super()._complete(request, on_event)
         failure = result.failure if isinstance(result, CompletionFallback) else None
         if (
             start is not None
@@ -452,7 +610,7 @@ class OpenAIResponsesTransport(HttpTransport):
             )
         ):
             # The stored response may have expired or been deleted: replay everything once.
-            result = await super().complete(msgspec.structs.replace(request, continuation=None))
+            result = await super()._complete(msgspec.structs.replace(request, continuation=None), on_event)
             start = None
         if (
             not self._store

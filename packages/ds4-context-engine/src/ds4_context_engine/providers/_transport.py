@@ -39,8 +39,10 @@ from ds4_context_core.adapter import (
 )
 from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy, mark_local_only_messages
 
-from ._bounded import ACCEPT_ENCODING, BodyTooLargeError, UndecodableBodyError, read_bounded
+from ._bounded import ACCEPT_ENCODING, BodyTooLargeError, UndecodableBodyError, iter_bounded, read_bounded
 from ._errors import ProviderConfigurationError
+from ._sse import SseEvent, SseParser
+from ._streaming import StreamAssembler, StreamCallback, StreamFailureError, UsageReport
 from ._types import CompletionOutput, UsageObservation
 
 __all__ = [
@@ -211,6 +213,14 @@ class HttpTransport:
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
         raise NotImplementedError
 
+    def stream_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` asking for a streamed (SSE) answer."""
+        return {**payload, "stream": True}
+
+    def stream_assembler(self) -> StreamAssembler:
+        """A fresh assembler for this provider's stream events."""
+        raise NotImplementedError
+
     # --- the shared flow ------------------------------------------------------------------------------
 
     def _wire_payload(self, request: CompletionRequest) -> dict[str, Any]:
@@ -242,9 +252,26 @@ class HttpTransport:
         The payload is built (canonical messages converted, or the sender's payload taken as it is), then
         privacy is enforced on it exactly once, immediately before it is encoded and sent.
         """
+        return await self._complete(request, None)
+
+    async def stream(self, request: CompletionRequest, on_event: StreamCallback) -> CompletionResult:
+        """Send ``request`` asking for a streamed answer; ``on_event`` gets each delta as it arrives.
+
+        Returns what :meth:`complete` returns, the whole answer included. A stream that ends before the
+        provider's final event is a retryable ``connection-error``; the deltas already delivered are
+        only a preview, the result is what counts. A raising ``on_event`` ends the call with a
+        ``client-error``. The size cap and the deadline cover the whole stream.
+        """
+        return await self._complete(request, on_event)
+
+    async def _complete(
+        self, request: CompletionRequest, on_event: StreamCallback | None
+    ) -> CompletionResult:
         started = time.monotonic()
         try:
             payload = self._wire_payload(validate_completion_request(request))
+            if on_event is not None:
+                payload = self.stream_payload(payload)
         except Exception as error:  # whatever the conversion raises, the user's turn must survive
             failure = CompletionFailure(
                 kind="invalid-request", reason=f"the request could not be converted ({type(error).__name__})"
@@ -258,13 +285,18 @@ class HttpTransport:
                 kind="privacy-enforcement-failed", reason=f"privacy failed closed ({name})"
             )
             return _fallback("privacy-enforcement-failed", failure, started)
-        outcome = await self._exchange(sanitized.payload)
+        outcome = await self._exchange(sanitized.payload, on_event)
         if isinstance(outcome, CompletionFailure):
             code: CompletionFallbackCode = (
                 "invalid-request" if outcome.kind == "invalid-request" else "transport-failed"
             )
             return _fallback(code, outcome, started)
         output, usage = outcome
+        if on_event is not None and usage is not None:
+            try:
+                on_event(UsageReport(usage=usage))
+            except Exception as error:
+                return _fallback("transport-failed", _callback_failure(error), started)
         self._report_usage(request, usage)
         return CompletionCompleted(
             output=output, privacy=sanitized.summary(), usage=usage, elapsed_ms=_elapsed_ms(started)
@@ -295,13 +327,13 @@ class HttpTransport:
         return send
 
     async def _exchange(
-        self, payload: dict[str, Any]
+        self, payload: dict[str, Any], on_event: StreamCallback | None = None
     ) -> tuple[CompletionOutput, CompletionUsage | None] | CompletionFailure:
         """Encode, post and parse a sanitized payload; a failure comes back, never raises."""
-        prepared = self._prepare(payload)
+        prepared = self._prepare(payload, streaming=on_event is not None)
         if isinstance(prepared, CompletionFailure):
             return prepared
-        outcome = await self._post(*prepared)
+        outcome = await self._post(*prepared, on_event)
         if isinstance(outcome, CompletionFailure):
             return outcome
         try:
@@ -313,7 +345,9 @@ class HttpTransport:
                 http_status=200,
             )
 
-    def _prepare(self, payload: dict[str, Any]) -> tuple[httpx.Headers, bytes] | CompletionFailure:
+    def _prepare(
+        self, payload: dict[str, Any], *, streaming: bool = False
+    ) -> tuple[httpx.Headers, bytes] | CompletionFailure:
         """The encoded headers and body, or an ``invalid-request`` failure naming only the exception type.
 
         Headers are encoded here (not later inside httpx) so that a key httpx cannot send, such as one
@@ -324,7 +358,7 @@ class HttpTransport:
             headers = httpx.Headers(
                 {
                     "Content-Type": "application/json",
-                    "Accept": "application/json",
+                    "Accept": "text/event-stream" if streaming else "application/json",
                     **self._extra_headers,
                     **self.auth_headers(self._resolve_api_key()),
                     # Only codings read_bounded decodes itself, with the size cap on the decoded bytes.
@@ -342,19 +376,19 @@ class HttpTransport:
             kind="invalid-request", reason=f"the request could not be encoded ({error_name})"
         )
 
-    async def _post(self, headers: httpx.Headers, body: bytes) -> Any:
+    async def _post(self, headers: httpx.Headers, body: bytes, on_event: StreamCallback | None = None) -> Any:
         """The decoded JSON answer or a failure; the whole exchange runs under the ``timeout_s`` deadline.
 
         httpx's own timeout is per network operation: a server that drips a byte now and then never trips
         it. The deadline here is wall-clock time for connecting, sending and reading the whole answer.
         """
         with anyio.move_on_after(self._timeout_s) as scope:
-            outcome = await self._request(headers, body)
+            outcome = await self._request(headers, body, on_event)
         if scope.cancelled_caught:
             return CompletionFailure(kind="timeout", reason=f"no answer within {self._timeout_s:g} s")
         return outcome
 
-    async def _request(self, headers: httpx.Headers, body: bytes) -> Any:
+    async def _request(self, headers: httpx.Headers, body: bytes, on_event: StreamCallback | None) -> Any:
         try:
             async with self._http_client().stream(
                 "POST",
@@ -366,6 +400,8 @@ class HttpTransport:
             ) as response:
                 if response.status_code >= 300:
                     return await _status_failure(response)
+                if on_event is not None:
+                    return await self._read_stream(response, on_event)
                 content = await read_bounded(response, PROVIDER_RESPONSE_MAX_BYTES)
         except BodyTooLargeError:
             return CompletionFailure(
@@ -385,6 +421,10 @@ class HttpTransport:
             return CompletionFailure(
                 kind="connection-error", reason=f"connection failed ({type(error).__name__})"
             )
+        except StreamFailureError as error:
+            return error.failure
+        except _CallbackError as error:
+            return _callback_failure(error.__cause__ or error)
         except httpx.HTTPError as error:  # the rest of the family: DecodingError, TooManyRedirects, ...
             return CompletionFailure(
                 kind="invalid-response", reason=f"the answer could not be read ({type(error).__name__})"
@@ -399,6 +439,19 @@ class HttpTransport:
             return CompletionFailure(
                 kind="invalid-response", reason="the answer is not valid JSON", http_status=200
             )
+
+    async def _read_stream(self, response: httpx.Response, on_event: StreamCallback) -> Any:
+        """The assembled answer of an SSE stream, each delta handed to ``on_event`` on the way."""
+        parser = SseParser()
+        assembler = self.stream_assembler()
+        async for piece in iter_bounded(response, PROVIDER_RESPONSE_MAX_BYTES):
+            if _deliver(parser.feed(piece), assembler, on_event):
+                return assembler.final_body()
+        if _deliver(parser.finish(), assembler, on_event):
+            return assembler.final_body()
+        return CompletionFailure(
+            kind="connection-error", reason="the stream ended before the answer was complete", http_status=200
+        )
 
     # --- the HTTP client ------------------------------------------------------------------------------
 
@@ -428,6 +481,38 @@ class HttpTransport:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _deliver(events: list[SseEvent], assembler: StreamAssembler, on_event: StreamCallback) -> bool:
+    """Hand the deltas of ``events`` to ``on_event``; True once the provider's final event arrived."""
+    for sse in events:
+        try:
+            deltas = assembler.feed(sse)
+        except StreamFailureError:
+            raise
+        except Exception as error:
+            failure = CompletionFailure(
+                kind="invalid-response",
+                reason=f"a stream event did not have the expected shape ({type(error).__name__})",
+                http_status=200,
+            )
+            raise StreamFailureError(failure) from None
+        for delta in deltas:
+            try:
+                on_event(delta)
+            except Exception as error:
+                raise _CallbackError from error
+        if assembler.done:
+            return True
+    return False
+
+
+class _CallbackError(Exception):
+    """The caller's ``on_event`` raised; the call ends without retry."""
+
+
+def _callback_failure(error: BaseException) -> CompletionFailure:
+    return CompletionFailure(kind="client-error", reason=f"the event callback raised {type(error).__name__}")
 
 
 async def _status_failure(response: httpx.Response) -> CompletionFailure:
