@@ -5,6 +5,7 @@ returns a ``timeout`` while the server still has bytes left to drip) or both, an
 """
 
 import gzip
+import itertools
 import json
 import tracemalloc
 import zlib
@@ -152,6 +153,20 @@ def test_an_error_answer_with_a_bad_encoding_still_reports_its_status():
         result = run_closing(transport, transport.complete, _request())
     assert isinstance(result, CompletionFallback)
     assert (result.failure.kind, result.failure.http_status, result.retryable) == ("server-error", 503, True)
+
+
+def test_an_error_answer_is_read_only_as_far_as_its_error_type():
+    planned = 64 * MIB
+    head = json.dumps({"error": {"type": "overloaded_error"}}).encode()
+    with ScriptedServer() as server:
+        flood = Reply(status=529, stream=lambda: itertools.chain([head], (b" " * MIB for _ in range(64))))
+        server.on("POST", "/v1/chat/completions", flood)
+        result, peak = _complete_traced(_chat(server))
+        sent = server.sent_bytes
+    assert isinstance(result, CompletionFallback)
+    assert (result.failure.kind, result.failure.http_status, result.retryable) == ("server-error", 529, True)
+    assert sent < planned
+    assert peak < 16 * MIB
 
 
 # --- wall-clock deadlines -------------------------------------------------------------------------------

@@ -88,16 +88,20 @@ def _declared_length(response: httpx.Response) -> int | None:
     return int(raw.strip())
 
 
-async def iter_bounded(response: httpx.Response, limit: int) -> AsyncIterator[bytes]:
-    """The decoded body of a streamed ``response`` piece by piece, stopping past ``limit`` bytes.
+async def iter_bounded(
+    response: httpx.Response, limit: int, *, truncate: bool = False
+) -> AsyncIterator[bytes]:
+    """The decoded body of a streamed ``response`` piece by piece, never more than ``limit`` bytes.
 
-    Raises :class:`BodyTooLargeError` once more than ``limit`` decoded (or raw) bytes arrived, before
-    the piece that passes it is handed out, and :class:`UndecodableBodyError` for an encoding we did not
-    offer or bytes that do not decode.
+    Past the limit: :class:`BodyTooLargeError` before the piece that passes it is handed out (a declared
+    Content-Length over the limit raises before anything is read), or with ``truncate`` the rest of the
+    limit and the end. The raw bytes count against the limit too, so a body that decodes to nothing
+    cannot stream forever. An encoding we did not offer, or bytes that do not decode under it, raise
+    :class:`UndecodableBodyError`.
     """
     decoder = _Decoder(_coding(response))
     declared = _declared_length(response)
-    if declared is not None and declared > limit:
+    if declared is not None and declared > limit and not truncate:
         raise BodyTooLargeError
     decoded = raw_total = 0
     async for chunk in response.aiter_raw():
@@ -105,31 +109,16 @@ async def iter_bounded(response: httpx.Response, limit: int) -> AsyncIterator[by
         for piece in decoder.decode(chunk):
             decoded += len(piece)
             if decoded > limit or raw_total > limit:
-                raise BodyTooLargeError
+                if not truncate:
+                    raise BodyTooLargeError
+                yield piece[: max(0, len(piece) - (decoded - limit))]
+                return
             yield piece
 
 
 async def read_bounded(response: httpx.Response, limit: int, *, truncate: bool = False) -> bytearray:
-    """The decoded body of a streamed ``response``, at most ``limit`` bytes.
-
-    Over the limit: :class:`BodyTooLargeError` as soon as that is known (a declared Content-Length already
-    says so before anything is read), or with ``truncate`` the first ``limit`` bytes. An encoding we did
-    not offer, or bytes that do not decode, raise :class:`UndecodableBodyError`. The raw bytes count against
-    the limit too, so a body that decodes to nothing cannot stream forever.
-    """
-    decoder = _Decoder(_coding(response))
-    declared = _declared_length(response)
-    if declared is not None and declared > limit and not truncate:
-        raise BodyTooLargeError
+    """The whole decoded body of a streamed ``response`` under the rules of :func:`iter_bounded`."""
     body = bytearray()
-    raw_total = 0
-    async for chunk in response.aiter_raw():
-        raw_total += len(chunk)
-        for piece in decoder.decode(chunk):
-            body += piece
-            if len(body) > limit or raw_total > limit:
-                if truncate:
-                    del body[limit:]
-                    return body
-                raise BodyTooLargeError
+    async for piece in iter_bounded(response, limit, truncate=truncate):
+        body += piece
     return body  # not copied into bytes: the parsers read a bytearray as it is
