@@ -18,6 +18,7 @@ from ds4_context_core.adapter import CompletionFailure, CompletionUsage, Failure
 from ._sse import SseEvent
 
 __all__ = [
+    "CallbackError",
     "StreamAssembler",
     "StreamCallback",
     "StreamEvent",
@@ -25,6 +26,9 @@ __all__ = [
     "TextDelta",
     "ToolCallDelta",
     "UsageReport",
+    "callback_failure",
+    "deliver",
+    "stream_error",
 ]
 
 
@@ -85,3 +89,35 @@ def stream_error(error_type: object, *, transient: bool = True) -> StreamFailure
     name = error_type if isinstance(error_type, str) and _ERROR_TYPE.fullmatch(error_type) else "error"
     kind: FailureKind = "server-error" if transient else "invalid-response"
     return StreamFailureError(CompletionFailure(kind=kind, reason=f"the stream reported an error ({name})"))
+
+
+def deliver(events: list[SseEvent], assembler: StreamAssembler, on_event: StreamCallback) -> bool:
+    """Hand the deltas of ``events`` to ``on_event``; True once the provider's final event arrived."""
+    for sse in events:
+        try:
+            deltas = assembler.feed(sse)
+        except StreamFailureError:
+            raise
+        except Exception as error:
+            failure = CompletionFailure(
+                kind="invalid-response",
+                reason=f"a stream event did not have the expected shape ({type(error).__name__})",
+                http_status=200,
+            )
+            raise StreamFailureError(failure) from None
+        for delta in deltas:
+            try:
+                on_event(delta)
+            except Exception as error:
+                raise CallbackError from error
+        if assembler.done:
+            return True
+    return False
+
+
+class CallbackError(Exception):
+    """The caller's ``on_event`` raised; the call ends without retry."""
+
+
+def callback_failure(error: BaseException) -> CompletionFailure:
+    return CompletionFailure(kind="client-error", reason=f"the event callback raised {type(error).__name__}")

@@ -10,13 +10,11 @@ caller keeps the user's turn and canonical history is untouched.
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import math
 import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, ClassVar, Final, Self
 
 import anyio
@@ -33,7 +31,6 @@ from ds4_context_core.adapter import (
     CompletionRequest,
     CompletionResult,
     CompletionUsage,
-    FailureKind,
     completion_fallback,
     validate_completion_request,
 )
@@ -41,8 +38,17 @@ from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy, mar
 
 from ._bounded import ACCEPT_ENCODING, BodyTooLargeError, UndecodableBodyError, iter_bounded, read_bounded
 from ._errors import ProviderConfigurationError
-from ._sse import SseEvent, SseParser
-from ._streaming import StreamAssembler, StreamCallback, StreamFailureError, UsageReport
+from ._failures import parse_retry_after_ms, status_failure
+from ._sse import SseParser
+from ._streaming import (
+    CallbackError,
+    StreamAssembler,
+    StreamCallback,
+    StreamFailureError,
+    UsageReport,
+    callback_failure,
+    deliver,
+)
 from ._types import CompletionOutput, UsageObservation
 
 __all__ = [
@@ -57,8 +63,6 @@ __all__ = [
 
 DEFAULT_REQUEST_TIMEOUT_S: Final = 120.0
 PROVIDER_RESPONSE_MAX_BYTES: Final = 32 * 1024 * 1024
-_ERROR_BODY_MAX_BYTES: Final = 65536
-_ERROR_TYPE_PATTERN: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _HEADER_FORBIDDEN: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 UsageCallback = Callable[[UsageObservation], None]
@@ -78,62 +82,6 @@ class ProviderTransportError(Ds4ContextError, RuntimeError):
     def __init__(self, failure: CompletionFailure) -> None:
         super().__init__("provider-transport-failed", f"{failure.kind}: {failure.reason}")
         self.failure = failure
-
-
-def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
-    """Milliseconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    raw_ms = headers.get("retry-after-ms")
-    if raw_ms is not None:
-        try:
-            value = float(raw_ms)
-        except ValueError:
-            value = math.nan
-        if math.isfinite(value) and value >= 0:
-            return math.ceil(value)
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    raw = raw.strip()
-    if raw.isdigit():
-        return int(raw) * 1000
-    try:
-        moment = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    current = datetime.now(UTC).timestamp() if now is None else now
-    return max(0, math.ceil((moment.timestamp() - current) * 1000))
-
-
-def _error_type(body: bytes | bytearray) -> str | None:
-    """The provider's short error type/code (e.g. ``rate_limit_error``); never its message."""
-    try:
-        decoded = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return None
-    error = decoded.get("error") if isinstance(decoded, dict) else None
-    candidates: list[Any] = []
-    if isinstance(error, dict):
-        candidates += [error.get("code"), error.get("type")]
-    elif isinstance(error, str):
-        candidates.append(error)
-    for candidate in candidates:
-        if isinstance(candidate, str) and _ERROR_TYPE_PATTERN.fullmatch(candidate):
-            return candidate
-    return None
-
-
-def _classify_status(status: int) -> FailureKind:
-    if status == 429:
-        return "rate-limited"
-    if status in (401, 403):
-        return "authentication"
-    if status == 408:
-        return "timeout"
-    if status >= 500:
-        return "server-error"
-    return "client-error"
 
 
 def _elapsed_ms(started: float) -> float:
@@ -296,7 +244,7 @@ class HttpTransport:
             try:
                 on_event(UsageReport(usage=usage))
             except Exception as error:
-                return _fallback("transport-failed", _callback_failure(error), started)
+                return _fallback("transport-failed", callback_failure(error), started)
         self._report_usage(request, usage)
         return CompletionCompleted(
             output=output, privacy=sanitized.summary(), usage=usage, elapsed_ms=_elapsed_ms(started)
@@ -399,7 +347,7 @@ class HttpTransport:
                 follow_redirects=False,
             ) as response:
                 if response.status_code >= 300:
-                    return await _status_failure(response)
+                    return await status_failure(response)
                 if on_event is not None:
                     return await self._read_stream(response, on_event)
                 content = await read_bounded(response, PROVIDER_RESPONSE_MAX_BYTES)
@@ -423,8 +371,8 @@ class HttpTransport:
             )
         except StreamFailureError as error:
             return error.failure
-        except _CallbackError as error:
-            return _callback_failure(error.__cause__ or error)
+        except CallbackError as error:
+            return callback_failure(error.__cause__ or error)
         except httpx.HTTPError as error:  # the rest of the family: DecodingError, TooManyRedirects, ...
             return CompletionFailure(
                 kind="invalid-response", reason=f"the answer could not be read ({type(error).__name__})"
@@ -445,9 +393,9 @@ class HttpTransport:
         parser = SseParser()
         assembler = self.stream_assembler()
         async for piece in iter_bounded(response, PROVIDER_RESPONSE_MAX_BYTES):
-            if _deliver(parser.feed(piece), assembler, on_event):
+            if deliver(parser.feed(piece), assembler, on_event):
                 return assembler.final_body()
-        if _deliver(parser.finish(), assembler, on_event):
+        if deliver(parser.finish(), assembler, on_event):
             return assembler.final_body()
         return CompletionFailure(
             kind="connection-error", reason="the stream ended before the answer was complete", http_status=200
@@ -481,55 +429,3 @@ class HttpTransport:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-
-def _deliver(events: list[SseEvent], assembler: StreamAssembler, on_event: StreamCallback) -> bool:
-    """Hand the deltas of ``events`` to ``on_event``; True once the provider's final event arrived."""
-    for sse in events:
-        try:
-            deltas = assembler.feed(sse)
-        except StreamFailureError:
-            raise
-        except Exception as error:
-            failure = CompletionFailure(
-                kind="invalid-response",
-                reason=f"a stream event did not have the expected shape ({type(error).__name__})",
-                http_status=200,
-            )
-            raise StreamFailureError(failure) from None
-        for delta in deltas:
-            try:
-                on_event(delta)
-            except Exception as error:
-                raise _CallbackError from error
-        if assembler.done:
-            return True
-    return False
-
-
-class _CallbackError(Exception):
-    """The caller's ``on_event`` raised; the call ends without retry."""
-
-
-def _callback_failure(error: BaseException) -> CompletionFailure:
-    return CompletionFailure(kind="client-error", reason=f"the event callback raised {type(error).__name__}")
-
-
-async def _status_failure(response: httpx.Response) -> CompletionFailure:
-    """An HTTP error status as a failure, with the provider's short error type from the first 64 KiB."""
-    status = response.status_code
-    try:
-        content = await read_bounded(response, _ERROR_BODY_MAX_BYTES, truncate=True)
-    except UndecodableBodyError:
-        content = bytearray()
-    kind = _classify_status(status)
-    error_type = _error_type(content)
-    detail = f" ({error_type})" if error_type else ""
-    return CompletionFailure(
-        kind=kind,
-        reason=f"HTTP {status}{detail}",
-        http_status=status,
-        retry_after_ms=parse_retry_after_ms(response.headers)
-        if kind == "rate-limited" or status == 503
-        else None,
-    )
