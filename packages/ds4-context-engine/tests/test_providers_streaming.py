@@ -30,6 +30,7 @@ from ds4_context_engine.providers import (
     UsageReport,
 )
 from ds4_context_engine.providers._sse import SseEvent, SseParser
+from ds4_context_engine.runtime import ProviderRuntime
 
 MIB = 1024 * 1024
 
@@ -367,6 +368,34 @@ def test_an_endless_stream_is_cut_at_the_size_cap_while_reading():
     assert "too large" in result.failure.reason
     assert sent < 96 * MIB
     assert peak < PROVIDER_RESPONSE_MAX_BYTES + 16 * MIB
+
+
+def test_a_routed_stream_fails_over_after_a_cut_and_says_which_attempt_each_delta_is_from():
+    body = CASES["openai-chat"][2]
+    seen = []
+    with ScriptedServer() as cloud, ScriptedServer() as backup:
+        cloud.on("POST", "/v1/chat/completions", Reply(stream=_pieces(body[: len(body) // 2])))
+        backup.on("POST", "/v1/chat/completions", Reply(stream=_pieces(body)))
+        runtime = ProviderRuntime(
+            {
+                "openai": OpenAIChatTransport(base_url=cloud.url + "/v1", api_key="k", api_key_env=None),
+                "backup": OpenAIChatTransport(
+                    base_url=backup.url + "/v1", provider="backup", api_key="k", api_key_env=None
+                ),
+            },
+            ["openai:gpt-4o-mini", "backup:gpt-4o-mini"],
+        )
+        request = CompletionRequest.from_messages(conversation(), model=model())
+        routed = run_closing(
+            runtime, runtime.stream, request, lambda context, event: seen.append((context.entry_index, event))
+        )
+    assert isinstance(routed.result, CompletionCompleted)
+    assert routed.result.output.text == "Reading the file."
+    assert [(f.model, f.kind) for f in routed.failovers] == [("openai:gpt-4o-mini", "connection-error")]
+    first = [e for index, e in seen if index == 0]
+    second = [e for index, e in seen if index == 1]
+    assert first  # the cut attempt showed a part ...
+    assert "".join(e.text for e in second if isinstance(e, TextDelta)) == "Reading the file."  # ... then all
 
 
 # --- the SSE parser -------------------------------------------------------------------------------------

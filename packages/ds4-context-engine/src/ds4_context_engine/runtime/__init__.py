@@ -7,7 +7,7 @@ from ._errors import (
     SandboxUnavailableError,
     ToolLifecycleError,
 )
-from ._facade import ProviderRuntime, ProviderTransport
+from ._facade import ProviderRuntime, ProviderTransport, RoutedStreamCallback
 from ._fallback import (
     ATTEMPT_OVERRIDABLE_FIELDS,
     FALLBACK_DEFAULT_ATTEMPTS,
@@ -116,6 +116,7 @@ __all__ = [
     "ProviderTransport",
     "RetryPolicy",
     "RoutedResult",
+    "RoutedStreamCallback",
     "RuntimeOptionsError",
     "SandboxMode",
     "SandboxPolicy",

@@ -10,7 +10,7 @@ import msgspec
 
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.adapter import CompletionRequest, CompletionResult
-from ds4_context_engine.providers import ModelReference
+from ds4_context_engine.providers import ModelReference, StreamEvent
 
 from ._errors import RuntimeOptionsError
 from ._fallback import (
@@ -23,7 +23,10 @@ from ._fallback import (
     RoutedResult,
 )
 
-__all__ = ["ProviderRuntime", "ProviderTransport"]
+__all__ = ["ProviderRuntime", "ProviderTransport", "RoutedStreamCallback"]
+
+RoutedStreamCallback = Callable[[AttemptContext, StreamEvent], None]
+"""Receives each delta with the attempt it belongs to: a new attempt starts its answer from the top."""
 
 
 @runtime_checkable
@@ -117,6 +120,25 @@ class ProviderRuntime:
         async def send(context: AttemptContext) -> CompletionResult:
             transport = self._transports[context.entry.model.provider]
             return await transport.complete(self._attempt_request(request, context))
+
+        return await self._router.run(send)
+
+    async def stream(self, request: CompletionRequest, on_event: RoutedStreamCallback) -> RoutedResult:
+        """Route ``request`` as :meth:`complete` does, streaming each attempt's answer to ``on_event``.
+
+        A transport without ``stream()`` is called with ``complete()`` (no deltas). When an attempt fails
+        mid-stream and the router retries or fails over, the next attempt's deltas come with its own
+        :class:`AttemptContext`: a host showing the answer starts over when the context changes.
+        """
+
+        async def send(context: AttemptContext) -> CompletionResult:
+            transport = self._transports[context.entry.model.provider]
+            attempt = self._attempt_request(request, context)
+            streamer = getattr(transport, "stream", None)
+            if streamer is None:
+                return await transport.complete(attempt)
+            result: CompletionResult = await streamer(attempt, lambda event: on_event(context, event))
+            return result
 
         return await self._router.run(send)
 
