@@ -1,7 +1,9 @@
 """Small real HTTP servers on 127.0.0.1 for transport and discovery tests.
 
 A ``ScriptedServer`` answers each (method, path) from a queue of ``Reply`` values (the last one repeats)
-or from a function of the recorded request, and records every request it received.
+or from a function of the recorded request, and records every request it received. A reply with
+``stream`` sends its pieces one by one (``drip_s`` apart) without a Content-Length and then closes the
+connection, the way a misbehaving server drips or floods a body; ``sent_bytes`` counts what went out.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -24,6 +26,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     wait_for: threading.Event | None = None
+    stream: Callable[[], Iterable[bytes]] | None = None
+    drip_s: float = 0.0
 
 
 @dataclass
@@ -32,6 +36,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: bytes
+    client_port: int = 0
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -44,6 +49,7 @@ class ScriptedServer:
     def __init__(self) -> None:
         self.routes: dict[tuple[str, str], list[Reply] | Responder] = {}
         self.requests: list[Recorded] = []
+        self.sent_bytes = 0
         self._lock = threading.Lock()
         server = self
 
@@ -57,13 +63,20 @@ class ScriptedServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 recorded = Recorded(
-                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                    self.command,
+                    self.path,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                    self.client_address[1],
                 )
                 reply = server._reply_for(recorded)
                 if reply.wait_for is not None:
                     reply.wait_for.wait(timeout=5)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.stream is not None:
+                    self._stream(reply)
+                    return
                 payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 try:
                     self.send_response(reply.status)
@@ -73,6 +86,25 @@ class ScriptedServer:
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _stream(self, reply: Reply) -> None:
+                self.close_connection = True  # the body ends when the connection does
+                try:
+                    self.send_response(reply.status)
+                    for name, value in {"Content-Type": "application/json", **reply.headers}.items():
+                        self.send_header(name, value)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.flush()
+                    for piece in reply.stream():  # type: ignore[misc]
+                        if reply.drip_s:
+                            time.sleep(reply.drip_s)
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                        with server._lock:
+                            server.sent_bytes += len(piece)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 

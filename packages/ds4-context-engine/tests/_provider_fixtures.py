@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import anyio
 import pydantic
 
 from ds4_context_core import (
@@ -199,3 +200,15 @@ def responses_answer(response_id: str, text: str) -> dict[str, Any]:
         },
         "metadata": {},
     }
+
+
+def run_closing(
+    transport: Any, call: Callable[..., Awaitable[Any]], *args: Any, backend: str = "asyncio"
+) -> Any:
+    """``await call(*args)`` in a new event loop, then close the transport's HTTP client in that loop."""
+
+    async def main() -> Any:
+        async with transport:
+            return await call(*args)
+
+    return anyio.run(main, backend=backend)

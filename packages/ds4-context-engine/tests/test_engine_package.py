@@ -43,7 +43,7 @@ def test_model_references_and_provider_types_load_without_http_until_a_transport
     # The CLI parses --model on every plan: that must not pay for importing httpx.
     code = (
         "import sys\n"
-        "from ds4_context_engine.providers import TransportRequest, parse_model_reference\n"
+        "from ds4_context_engine.providers import CompletionFailure, parse_model_reference\n"
         "import ds4_context_engine.runtime\n"
         "assert parse_model_reference('openai:gpt-4.1-mini').provider == 'openai'\n"
         "assert 'httpx' not in sys.modules\n"

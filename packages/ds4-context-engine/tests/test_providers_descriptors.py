@@ -1,16 +1,20 @@
 import socket
 
 import pytest
+from _provider_fixtures import conversation
 
+from ds4_context_core.adapter import INTEROP_CONVERTERS, INTEROP_FORMATS
+from ds4_context_core.interop import to_anthropic_messages, to_openai_chat, to_openai_responses
 from ds4_context_engine.providers import (
     PROVIDER_CONFIGURATION_ERROR_CODES,
     TRANSPORT_IDS,
+    AnthropicMessagesTransport,
     OpenAIChatTransport,
+    OpenAIResponsesTransport,
     ProviderConfigurationError,
     describe_transport,
     list_transports,
 )
-from ds4_context_engine.providers._convert import interop_converter
 
 
 def test_every_transport_is_described_in_id_order():
@@ -56,7 +60,13 @@ def test_bad_transport_settings_are_refused(kwargs, code):
     assert code in PROVIDER_CONFIGURATION_ERROR_CODES
 
 
-def test_a_missing_converter_is_a_coded_error():
-    with pytest.raises(ProviderConfigurationError) as caught:
-        interop_converter("to_carrier_pigeon")
-    assert caught.value.code == "provider-interop-unavailable"
+def test_each_transport_converts_through_the_typed_interop_registry():
+    assert tuple(sorted(INTEROP_CONVERTERS)) == INTEROP_FORMATS
+    expected = {
+        OpenAIChatTransport: to_openai_chat,
+        OpenAIResponsesTransport: to_openai_responses,
+        AnthropicMessagesTransport: to_anthropic_messages,
+    }
+    for transport, direct in expected.items():
+        converter = INTEROP_CONVERTERS[transport.interop_format]
+        assert converter(conversation()) == direct(conversation())

@@ -10,13 +10,12 @@ from _http_servers import Reply, ScriptedServer
 from _provider_fixtures import OPENAI_CHAT_ANSWER, conversation, message, model
 
 from ds4_context_core import TextBlock
-from ds4_context_core.adapter import CompletionRequest as AdapterCompletionRequest
+from ds4_context_core.adapter import CompletionRequest
 from ds4_context_engine.providers import (
     AnthropicMessagesTransport,
     LocalProviderError,
     OpenAIChatTransport,
     ProviderTransportError,
-    TransportRequest,
     parse_local_provider,
     validate_provider_base_url,
 )
@@ -128,9 +127,8 @@ NON_ASCII_KEY = "sk-S3CRETKEY\u00e9"
 
 
 def _request(**kwargs):
-    kwargs.setdefault("messages", conversation())
-    kwargs.setdefault("model", model())
-    return TransportRequest(**kwargs)
+    messages = kwargs.pop("messages", conversation())
+    return CompletionRequest.from_messages(messages, model=kwargs.pop("model", model()), **kwargs)
 
 
 def _assert_invalid_request_fallback(result, server, secret=SECRET):
@@ -226,7 +224,7 @@ def test_the_adapter_boundary_raises_a_coded_error_with_nothing_chained(key, pay
         send = OpenAIChatTransport(
             base_url=server.url + "/v1", api_key=key, api_key_env=None
         ).payload_transport()
-        request = AdapterCompletionRequest(provider="openai", model="gpt-4o-mini", payload=payload)
+        request = CompletionRequest(provider="openai", model="gpt-4o-mini", payload=payload)
         with pytest.raises(ProviderTransportError) as caught:
             anyio.run(send, request)
         assert server.requests == []

@@ -20,6 +20,7 @@ from _provider_fixtures import (
     message,
     model,
     responses_answer,
+    run_closing,
 )
 from anthropic.types import message_create_params
 from openai.types.chat import completion_create_params
@@ -29,10 +30,10 @@ from ds4_context_core import MessageFlags, TextBlock, ToolCallBlock, ToolResultB
 from ds4_context_core.adapter import (
     CompletionCompleted,
     CompletionFallback,
+    CompletionRequest,
     DiagnosticsBuffer,
     complete_with_guards,
 )
-from ds4_context_core.adapter import CompletionRequest as AdapterCompletionRequest
 from ds4_context_core.interop import to_openai_chat, to_openai_responses
 from ds4_context_core.planner import plan_context
 from ds4_context_core.privacy import enforce_payload_privacy
@@ -42,7 +43,6 @@ from ds4_context_engine.providers import (
     OpenAIResponsesTransport,
     ProviderTransportError,
     ToolDefinition,
-    TransportRequest,
     local_provider_transport,
     parse_local_provider,
     parse_retry_after_ms,
@@ -64,13 +64,12 @@ def _chat(server, **kwargs):
 
 
 def _request(**kwargs):
-    kwargs.setdefault("messages", conversation())
-    kwargs.setdefault("model", model())
-    return TransportRequest(**kwargs)
+    messages = kwargs.pop("messages", conversation())
+    return CompletionRequest.from_messages(messages, model=kwargs.pop("model", model()), **kwargs)
 
 
 def _complete(transport, request):
-    return anyio.run(transport.complete, request)
+    return run_closing(transport, transport.complete, request)
 
 
 # --- OpenAI Chat Completions ---------------------------------------------------------------------------
@@ -341,7 +340,8 @@ def test_api_key_from_environment_and_never_in_results(monkeypatch):
 def test_transport_runs_under_trio():
     with ScriptedServer() as server:
         server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
-        result = anyio.run(_chat(server).complete, _request(), backend="trio")
+        transport = _chat(server)
+        result = run_closing(transport, transport.complete, _request(), backend="trio")
     assert result.status == "completed"
 
 
@@ -635,7 +635,11 @@ def test_router_fails_over_from_a_rate_limited_cloud_model_to_a_local_one():
                 _request(model=model(reference.provider, reference.model))
             )
 
-        routed = anyio.run(router.run, send)
+        async def main():
+            async with transports["openai"], transports["ollama"]:
+                return await router.run(send)
+
+        routed = anyio.run(main)
     assert routed.result.status == "completed"
     assert routed.model.reference == "ollama:llama3.2"
     assert [(f.kind, f.http_status) for f in routed.failovers] == [
@@ -648,7 +652,12 @@ def test_router_fails_over_from_a_rate_limited_cloud_model_to_a_local_one():
 def test_request_from_a_plan_uses_its_messages_and_shared_prefix():
     first = plan_context(conversation()[:3], model=model())
     second = plan_context(conversation(), model=model(), state=first.state)
-    request = TransportRequest.from_plan(second, model=model(), system="Be brief.")
+    request = CompletionRequest.from_messages(
+        second.messages,
+        model=model(),
+        system="Be brief.",
+        stable_prefix_count=second.manifest.shared_prefix_messages,
+    )
     assert request.messages == second.messages
     assert request.stable_prefix_count == second.manifest.shared_prefix_messages == 3
     assert request.system == "Be brief."
@@ -703,12 +712,17 @@ def test_payload_transport_plugs_into_the_core_adapter_flow():
             Reply(body=OPENAI_CHAT_ANSWER),
             Reply(status=503, body={"error": {"type": "server_error"}}, headers={"Retry-After": "1"}),
         )
-        send = _chat(server).payload_transport()
-        request = AdapterCompletionRequest(
+        transport = _chat(server)
+        send = transport.payload_transport()
+        request = CompletionRequest(
             provider="openai", model="gpt-4o-mini", payload={"messages": to_openai_chat(conversation())}
         )
 
         async def main():
+            async with transport:
+                return await both()
+
+        async def both():
             ok = await complete_with_guards(
                 request, closed=False, enforce_privacy=enforce, transport=send, diagnostics=diagnostics
             )
@@ -735,10 +749,10 @@ def test_payload_transport_raises_a_coded_error_with_the_failure():
             "/v1/chat/completions",
             Reply(status=429, body=OPENAI_RATE_LIMIT_BODY, headers={"Retry-After": "2"}),
         )
-        send = _chat(server).payload_transport()
-        request = AdapterCompletionRequest(provider="openai", model="gpt-4o-mini", payload={"messages": []})
+        transport = _chat(server)
+        request = CompletionRequest(provider="openai", model="gpt-4o-mini", payload={"messages": []})
         with pytest.raises(ProviderTransportError) as caught:
-            anyio.run(send, request)
+            run_closing(transport, transport.payload_transport(), request)
     assert caught.value.code == "provider-transport-failed"
     assert caught.value.failure.kind == "rate-limited"
     assert caught.value.failure.retry_after_ms == 2000
@@ -771,3 +785,101 @@ def test_anthropic_breakpoints_never_mutate_what_the_converter_returned():
         "properties": {"path": {"type": "string"}},
         "required": ["path"],
     }
+
+
+# --- One completion path: privacy runs exactly once per send --------------------------------------------
+
+
+def _counting_privacy(monkeypatch, *module_names):
+    """Replace ``enforce_payload_privacy`` where the given modules call it; return the call log."""
+    calls = []
+
+    def counted(payload, **kwargs):
+        calls.append(kwargs["provider"])
+        return enforce_payload_privacy(payload, **kwargs)
+
+    for name in ("ds4_context_engine.providers._transport", *module_names):
+        monkeypatch.setattr(f"{name}.enforce_payload_privacy", counted)
+    return calls
+
+
+def _secret_conversation():
+    return (message(1, "user", TextBlock(text=f"deploy with {SECRET} please")),)
+
+
+def test_a_transport_send_enforces_privacy_exactly_once(monkeypatch):
+    calls = _counting_privacy(monkeypatch)
+    with ScriptedServer() as server:
+        server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
+        result = _complete(_chat(server), _request(messages=_secret_conversation()))
+        body = server.requests[0].body.decode()
+    assert isinstance(result, CompletionCompleted)
+    assert calls == ["openai"]
+    assert result.privacy.secret_redactions == 1
+    assert SECRET not in body
+
+
+def test_an_adapter_send_over_a_transport_enforces_privacy_exactly_once(monkeypatch):
+    calls = _counting_privacy(monkeypatch)
+
+    def enforce(request):  # the adapter's own enforce_privacy, as PiSessionAdapter does it
+        calls.append(request.provider)
+        return enforce_payload_privacy(dict(request.payload), provider=request.provider)
+
+    with ScriptedServer() as server:
+        server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
+        request = CompletionRequest(
+            provider="openai",
+            model="gpt-4o-mini",
+            payload={"messages": to_openai_chat(_secret_conversation())},
+        )
+        transport = _chat(server)
+        result = run_closing(
+            transport,
+            lambda: complete_with_guards(
+                request,
+                closed=False,
+                enforce_privacy=enforce,
+                transport=transport.payload_transport(),
+                diagnostics=DiagnosticsBuffer(),
+            ),
+        )
+        body = server.requests[0].body.decode()
+    assert isinstance(result, CompletionCompleted)
+    assert calls == ["openai"]
+    assert SECRET not in body
+
+
+def test_the_adapter_boundary_refuses_messages_it_would_have_to_convert_without_privacy():
+    with ScriptedServer() as server:
+        server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
+        send = _chat(server).payload_transport()
+        with pytest.raises(ProviderTransportError) as caught:
+            anyio.run(send, _request(messages=_secret_conversation()))
+        assert server.requests == []
+    assert caught.value.failure.kind == "invalid-request"
+
+
+def test_a_sender_built_payload_goes_through_the_same_transport_path(monkeypatch):
+    calls = _counting_privacy(monkeypatch)
+    with ScriptedServer() as server:
+        server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
+        plan = plan_context(_secret_conversation(), model=model())
+        request = CompletionRequest.from_plan(plan, model=model(), payload_format="openai-chat")
+        result = _complete(_chat(server), request)
+        sent = server.requests[0].json()
+    assert isinstance(result, CompletionCompleted)
+    assert calls == ["openai"]
+    assert sent["model"] == "gpt-4o-mini"
+    assert_accepted_by(completion_create_params.CompletionCreateParamsNonStreaming, sent)
+    assert SECRET not in json.dumps(sent)
+
+
+def test_a_request_with_both_messages_and_a_payload_is_invalid_and_not_sent():
+    with ScriptedServer() as server:
+        server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
+        request = msgspec.structs.replace(_request(), payload={"messages": []})
+        result = _complete(_chat(server), request)
+        assert server.requests == []
+    assert isinstance(result, CompletionFallback)
+    assert (result.code, result.retryable) == ("invalid-request", False)

@@ -1,16 +1,16 @@
 import anyio
 import pytest
 from _http_servers import Reply, ScriptedServer
-from _provider_fixtures import OPENAI_CHAT_ANSWER, conversation, model
+from _provider_fixtures import OPENAI_CHAT_ANSWER, conversation, model, run_closing
 
-from ds4_context_engine.providers import (
-    OpenAIChatTransport,
-    ProviderContinuation,
-    ToolDefinition,
-    TransportFailure,
-    TransportRequest,
-    TransportResult,
+from ds4_context_core.adapter import (
+    CompletionCompleted,
+    CompletionFailure,
+    CompletionRequest,
+    completion_fallback,
 )
+from ds4_context_core.privacy import PrivacySummary
+from ds4_context_engine.providers import OpenAIChatTransport, ProviderContinuation, ToolDefinition
 from ds4_context_engine.runtime import AttemptPolicy, ProviderRuntime, RetryPolicy, RuntimeOptionsError
 
 TOOLS = (ToolDefinition(name="read"), ToolDefinition(name="bash"), ToolDefinition(name="write"))
@@ -25,21 +25,20 @@ class Recorder:
         self.requests.append(request)
         status = self.results.pop(0) if self.results else "completed"
         if status == "completed":
-            return TransportResult(
-                status="completed", provider=request.model.provider, model=request.model.id
+            privacy = PrivacySummary(
+                provider=request.provider,
+                destination="remote",
+                changed=False,
+                blocked_blocks=0,
+                secret_redactions=0,
             )
-        return TransportResult(
-            status="fallback",
-            provider=request.model.provider,
-            model=request.model.id,
-            code="transport-failed",
-            retryable=True,
-            failure=TransportFailure(kind="server-error", reason="HTTP 503", http_status=503),
-        )
+            return CompletionCompleted(output=None, privacy=privacy)
+        failure = CompletionFailure(kind="server-error", reason="HTTP 503", http_status=503)
+        return completion_fallback("transport-failed", failure=failure)
 
 
 def _request(**kwargs):
-    return TransportRequest(messages=conversation(), model=model(), tools=TOOLS, **kwargs)
+    return CompletionRequest.from_messages(conversation(), model=model(), tools=TOOLS, **kwargs)
 
 
 def test_every_provider_in_the_chain_needs_a_transport():
@@ -66,12 +65,14 @@ def test_each_route_gets_its_own_model_and_filtered_tools_but_the_same_messages(
     routed = anyio.run(runtime.complete, request)
     assert routed.model.reference == "ollama:qwen2.5:7b"
     first, second = openai_side.requests[0], ollama_side.requests[0]
-    assert (first.model.provider, first.model.id) == ("openai", "gpt-4o")
+    assert (first.provider, first.model) == ("openai", "gpt-4o")
+    assert (first.model_descriptor.provider, first.model_descriptor.id) == ("openai", "gpt-4o")
     assert [t.name for t in first.tools] == ["read", "bash", "write"]
-    assert (second.model.provider, second.model.id) == ("ollama", "qwen2.5:7b")
+    assert (second.provider, second.model) == ("ollama", "qwen2.5:7b")
+    assert (second.model_descriptor.provider, second.model_descriptor.id) == ("ollama", "qwen2.5:7b")
     assert [t.name for t in second.tools] == ["read"]
     assert second.messages == request.messages
-    assert second.model.context_window == request.model.context_window
+    assert second.model_descriptor.context_window == request.model_descriptor.context_window
     assert runtime.chain[1].model == "qwen2.5:7b"
 
 
@@ -102,7 +103,7 @@ def test_facade_over_a_real_transport():
         server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
         transport = OpenAIChatTransport(base_url=server.url + "/v1", api_key_env=None)
         runtime = ProviderRuntime({"openai": transport}, ["openai:gpt-4o-mini"])
-        routed = anyio.run(runtime.complete, _request())
+        routed = run_closing(runtime, runtime.complete, _request())
         assert server.requests[0].json()["model"] == "gpt-4o-mini"
     assert routed.result.output.text == "The commands are demo, plan and status."
     assert routed.failovers == ()

@@ -1,7 +1,9 @@
 import anyio
 import pytest
 
-from ds4_context_engine.providers._types import CompletionOutput, TransportFailure, TransportResult
+from ds4_context_core.adapter import CompletionCompleted, CompletionFailure, completion_fallback
+from ds4_context_core.privacy import PrivacySummary
+from ds4_context_engine.providers import CompletionOutput
 from ds4_context_engine.runtime import (
     FALLBACK_ERROR_CODES,
     AttemptPolicy,
@@ -13,23 +15,19 @@ from ds4_context_engine.runtime import (
 
 
 def _ok(context):
-    return TransportResult(
-        status="completed",
+    privacy = PrivacySummary(
         provider=context.entry.model.provider,
-        model=context.entry.model.model,
-        output=CompletionOutput(text="done"),
+        destination="remote",
+        changed=False,
+        blocked_blocks=0,
+        secret_redactions=0,
     )
+    return CompletionCompleted(output=CompletionOutput(text="done"), privacy=privacy)
 
 
 def _failed(context, kind, *, status=None, retry_after_ms=None):
-    return TransportResult(
-        status="fallback",
-        provider=context.entry.model.provider,
-        model=context.entry.model.model,
-        code="transport-failed",
-        retryable=kind in ("timeout", "rate-limited", "server-error", "connection-error"),
-        failure=TransportFailure(kind=kind, reason="r", http_status=status, retry_after_ms=retry_after_ms),
-    )
+    failure = CompletionFailure(kind=kind, reason="r", http_status=status, retry_after_ms=retry_after_ms)
+    return completion_fallback("transport-failed", failure=failure)
 
 
 class Script:

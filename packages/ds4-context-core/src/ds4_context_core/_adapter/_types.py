@@ -24,6 +24,13 @@ from ._capabilities import (
     CapabilityNegotiation,
     CapabilityRequest,
 )
+from ._completion import (
+    INTEROP_CONVERTERS,
+    CompletionFailure,
+    CompletionUsage,
+    ProviderContinuation,
+    ToolDefinition,
+)
 from ._diagnostics import AdapterDiagnostic, DiagnosticsBuffer
 
 if TYPE_CHECKING:  # the planner pulls in pydantic; ``from_plan`` imports it only when called
@@ -47,6 +54,7 @@ __all__ = [
     "RuntimeAdapter",
     "complete_with_guards",
     "completion_fallback",
+    "completion_payload",
     "validate_completion_request",
 ]
 
@@ -84,20 +92,73 @@ class AdapterIdentity(msgspec.Struct, frozen=True, kw_only=True, rename="camel")
     contract_version: str = RUNTIME_ADAPTER_CONTRACT_VERSION
 
 
-class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A provider-facing request. ``payload`` is the provider payload (messages, tools, options).
+class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+    """The one provider-facing request, for an adapter's ``complete()`` and the engine's transports alike.
 
-    The adapter sanitizes ``payload`` for ``provider`` immediately before transport; the request object
-    itself is never modified.
+    It carries the conversation in one of two forms:
+
+    * ``payload``: a provider payload the sender built itself (messages, tools, options), for example with
+      :meth:`from_plan`. An adapter sanitizes it for ``provider`` immediately before transport.
+    * ``messages``: the plan's provider-facing canonical messages with ``system``, ``tools`` and limits,
+      for a transport that converts them into its own wire format (:meth:`from_messages`); privacy then
+      runs on the converted payload, immediately before sending.
+
+    ``model_descriptor`` holds the model's limits (a transport may read ``max_tokens``);
+    ``stable_prefix_count`` is how many leading messages the plan keeps byte-identical on the next call
+    (prompt-cache breakpoints go there); ``continuation`` is the one a previous completed result returned.
+    The request object itself is never modified.
     """
 
     provider: str
     model: str
-    payload: Mapping[str, Any]
+    payload: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    messages: tuple[CanonicalMessage, ...] = ()
+    model_descriptor: ModelDescriptor | None = None
+    system: str | None = None
+    tools: tuple[ToolDefinition, ...] = ()
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    stable_prefix_count: int = 0
+    estimated_input_tokens: int | None = None
+    continuation: ProviderContinuation | None = None
 
     def with_payload(self, payload: Mapping[str, Any]) -> CompletionRequest:
         """The same request carrying another payload (for example the sanitized one)."""
-        return CompletionRequest(provider=self.provider, model=self.model, payload=payload)
+        return msgspec.structs.replace(self, payload=payload)
+
+    @classmethod
+    def from_messages(
+        cls,
+        messages: Sequence[CanonicalMessage],
+        *,
+        model: ModelDescriptor,
+        system: str | None = None,
+        tools: Sequence[ToolDefinition] = (),
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+        stable_prefix_count: int = 0,
+        estimated_input_tokens: int | None = None,
+        continuation: ProviderContinuation | None = None,
+    ) -> CompletionRequest:
+        """A request carrying canonical ``messages`` for a transport that converts them itself.
+
+        ``provider`` and ``model`` come from the descriptor, which the request keeps as its limits.
+        """
+        if not isinstance(model, ModelDescriptor):
+            raise CompletionRequestError("completion-request-invalid", "model must be a ModelDescriptor")
+        return cls(
+            provider=model.provider,
+            model=model.id,
+            messages=tuple(messages),
+            model_descriptor=model,
+            system=system,
+            tools=tuple(tools),
+            max_output_tokens=max_output_tokens,
+            temperature=temperature,
+            stable_prefix_count=stable_prefix_count,
+            estimated_input_tokens=estimated_input_tokens,
+            continuation=continuation,
+        )
 
     @classmethod
     def from_plan(
@@ -153,7 +214,7 @@ class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel
             model_id = model
         if provider is None:
             raise CompletionRequestError("completion-request-invalid", "provider id is missing")
-        payload = _plan_payload(plan.messages, payload_format)
+        payload = completion_payload(plan.messages, payload_format)
         for key, value in (extra or {}).items():
             if not isinstance(key, str) or key in payload:
                 raise CompletionRequestError(
@@ -173,21 +234,52 @@ class CompletionCompleted(
     tag_field="status",
     tag="completed",
 ):
-    """The transport answered. ``privacy`` says what enforcement did, without the payload."""
+    """The transport answered. ``privacy`` says what enforcement did, without the payload.
+
+    A transport that knows more fills in ``usage`` (the provider's token counts), ``continuation`` (what
+    the provider stored, for the next request), ``continued_from`` (the stored response this call
+    continued) and ``elapsed_ms``.
+    """
 
     output: Any
     privacy: PrivacySummary
     local_kv: LocalKvOutcome | None = None
+    usage: CompletionUsage | None = None
+    continuation: ProviderContinuation | None = None
+    continued_from: str | None = None
+    elapsed_ms: float | None = None
+
+    @property
+    def status(self) -> Literal["completed"]:
+        """The wire tag, readable in Python too: ``result.status == "completed"``."""
+        return "completed"
 
 
 class CompletionFallback(
-    msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="status", tag="fallback"
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    rename="camel",
+    omit_defaults=True,
+    tag_field="status",
+    tag="fallback",
 ):
-    """Nothing usable came back; the host continues with its native context. ``reason`` is fixed text."""
+    """Nothing usable came back; the host continues with its native context. ``reason`` is fixed text.
+
+    ``failure`` (when the sender knows it) says why in metadata only: a :class:`CompletionFailure` kind,
+    a short reason, the HTTP status and ``Retry-After``; never a body or payload.
+    """
 
     code: CompletionFallbackCode
     reason: str
     retryable: bool
+    failure: CompletionFailure | None = None
+    elapsed_ms: float | None = None
+
+    @property
+    def status(self) -> Literal["fallback"]:
+        """The wire tag, readable in Python too: ``result.status == "fallback"``."""
+        return "fallback"
 
 
 CompletionResult: TypeAlias = CompletionCompleted | CompletionFallback
@@ -196,35 +288,47 @@ CompletionTransport: TypeAlias = Callable[[CompletionRequest], Awaitable[Any]]
 """An injected provider boundary: receives the request with its *sanitized* payload, returns the output."""
 
 
-def _plan_payload(messages: Sequence[CanonicalMessage], payload_format: str) -> dict[str, Any]:
-    # Flags do not survive into provider formats: local-only content becomes a marked span first.
+def completion_payload(
+    messages: Sequence[CanonicalMessage], payload_format: CompletionPayloadFormat = "canonical"
+) -> dict[str, Any]:
+    """The payload a :class:`CompletionRequest` carries for ``messages`` in ``payload_format``.
+
+    Local-only messages are first marked (flags do not survive into provider formats), then converted:
+    ``canonical`` gives ``{"messages": [<JSON builtins>, ...]}``; the provider formats go through
+    ``INTEROP_CONVERTERS``. Privacy is not enforced here: it runs right before transport. An unknown
+    format raises :class:`~ds4_context_core.CompletionRequestError` (``completion-request-invalid``).
+    """
     messages = mark_local_only_messages(messages)
     if payload_format == "canonical":
         return {"messages": msgspec.to_builtins(messages)}
     if payload_format == "openai-chat":
-        from ds4_context_core.interop import to_openai_chat  # noqa: PLC0415 - only the chosen format's converter
-
-        return {"messages": to_openai_chat(messages)}
+        return {"messages": INTEROP_CONVERTERS["openai-chat"](messages)}
     if payload_format == "openai-responses":
-        from ds4_context_core.interop import to_openai_responses  # noqa: PLC0415
-
-        return {"input": to_openai_responses(messages)}
+        return {"input": INTEROP_CONVERTERS["openai-responses"](messages)}
     if payload_format == "anthropic":
-        from ds4_context_core.interop import to_anthropic_messages  # noqa: PLC0415
-
-        return dict(to_anthropic_messages(messages))
+        return dict(INTEROP_CONVERTERS["anthropic"](messages))
     raise CompletionRequestError("completion-request-invalid", "unknown payload format")
 
 
-def completion_fallback(code: CompletionFallbackCode) -> CompletionFallback:
+def completion_fallback(
+    code: CompletionFallbackCode,
+    *,
+    failure: CompletionFailure | None = None,
+    elapsed_ms: float | None = None,
+) -> CompletionFallback:
     """The fallback result for ``code``, with its fixed reason; only ``transport-failed`` is retryable.
 
+    With a ``failure``, ``transport-failed`` is retryable only when the failure is transient (a timeout,
+    a rate limit, a 5xx, a broken connection): another attempt would send the same bad request again.
     A code outside ``COMPLETION_FALLBACK_CODES`` raises :class:`~ds4_context_core.AdapterArgumentError`
     (``completion-fallback-code-unknown``, also a ``ValueError``).
     """
     if not isinstance(code, str) or code not in _FALLBACK_REASONS:
         raise AdapterArgumentError("completion-fallback-code-unknown", "unknown completion fallback code")
-    return CompletionFallback(code=code, reason=_FALLBACK_REASONS[code], retryable=code == "transport-failed")
+    retryable = code == "transport-failed" and (failure is None or failure.transient)
+    return CompletionFallback(
+        code=code, reason=_FALLBACK_REASONS[code], retryable=retryable, failure=failure, elapsed_ms=elapsed_ms
+    )
 
 
 def _valid_identifier(value: Any) -> bool:
@@ -240,7 +344,8 @@ def validate_completion_request(request: Any) -> CompletionRequest:
     """Return ``request`` when it is well formed; raise :class:`CompletionRequestError` otherwise.
 
     Well formed: a :class:`CompletionRequest` whose provider and model are 1-256 printable characters
-    without surrounding whitespace and whose payload is a mapping with string keys.
+    without surrounding whitespace, whose payload is a mapping with string keys, whose messages are
+    canonical messages, and which does not carry both messages and a payload.
     """
     if not isinstance(request, CompletionRequest):
         raise CompletionRequestError("completion-request-invalid", "not a CompletionRequest")
@@ -254,6 +359,14 @@ def validate_completion_request(request: Any) -> CompletionRequest:
         )
     if not isinstance(request.payload, Mapping):
         raise CompletionRequestError("completion-request-invalid", "payload is not a mapping")
+    if not isinstance(request.messages, tuple) or not all(
+        isinstance(message, CanonicalMessage) for message in request.messages
+    ):
+        raise CompletionRequestError("completion-request-invalid", "messages are not canonical messages")
+    if request.messages and request.payload:
+        raise CompletionRequestError(
+            "completion-request-invalid", "a request carries either messages or a payload, not both"
+        )
     return request
 
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import msgspec
-
-from ds4_context_core.adapter import CAPABILITY_REGISTRY_V1, CapabilityRequest, CompletionRequest
-from ds4_context_core.privacy import (
-    enforce_payload_privacy,
-    mark_local_only_messages,
-    privacy_policy_version,
+from ds4_context_core.adapter import (
+    CAPABILITY_REGISTRY_V1,
+    CapabilityRequest,
+    CompletionRequest,
+    completion_payload,
 )
+from ds4_context_core.privacy import privacy_policy_version
 from ds4_context_engine._exceptions import CommandError
 from ds4_context_engine.pi import PiSessionAdapter
 
@@ -67,20 +66,21 @@ def context_adapter(workspace: ContextWorkspace) -> AdapterResult:
 
 
 def context_privacy(workspace: ContextWorkspace) -> PrivacyResult:
-    """What privacy enforcement would do to the next request (counts only, never the payload)."""
+    """What privacy enforcement would do to the next request (counts only, never the payload).
+
+    The request is built and checked the way the adapter's ``complete()`` does it (the same payload
+    builder, the adapter's own ``enforce_privacy``), so the preview cannot drift from what is sent.
+    """
     if workspace.model is not None:
         messages = workspace.plan().messages
-        provider = workspace.model.provider
+        provider, model = workspace.model.provider, workspace.model.id
     else:
         messages = workspace.context.messages
-        provider = workspace.context.provider or _NO_PROVIDER
+        provider, model = workspace.context.provider or _NO_PROVIDER, _NO_PROVIDER
     policy = workspace.privacy_policy
+    request = CompletionRequest(provider=provider, model=model, payload=completion_payload(messages))
     try:
-        result = enforce_payload_privacy(
-            {"messages": msgspec.to_builtins(mark_local_only_messages(messages))},
-            provider=provider,
-            policy=policy,
-        )
+        result = workspace_adapter(workspace).enforce_privacy(request)
     except ValueError as error:
         raise CommandError("privacy-check-failed", "privacy enforcement failed closed") from error
     return PrivacyResult(

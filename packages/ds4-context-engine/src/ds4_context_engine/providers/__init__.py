@@ -1,5 +1,8 @@
 """Provider-side names: model references, local provider discovery and HTTP transports.
 
+A transport sends the core contract's ``CompletionRequest`` and returns its ``CompletionResult``
+(``ds4_context_core.adapter``); ``CompletionFailure`` and the shared records are re-exported here.
+
 The HTTP transports and local provider discovery (which need httpx) are imported on first use, so
 parsing a model reference or reading the error types stays cheap.
 """
@@ -8,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ds4_context_core.adapter import CompletionFailure, MessageConverter
 from ds4_context_engine._lazy import lazy_exports
 
-from ._convert import INTEROP_MODULE, MessageConverter
 from ._descriptors import (
     TRANSPORT_IDS,
     TransportCapabilities,
@@ -32,9 +35,9 @@ from ._model_reference import (
     ModelReference,
     parse_model_reference,
 )
+from ._streaming import StreamCallback, StreamEvent, TextDelta, ToolCallDelta, UsageReport
 from ._types import (
     FAILURE_KINDS,
-    FALLBACK_CODES,
     TRANSIENT_FAILURE_KINDS,
     CompletionOutput,
     CompletionUsage,
@@ -42,9 +45,6 @@ from ._types import (
     OutputToolCall,
     ProviderContinuation,
     ToolDefinition,
-    TransportFailure,
-    TransportRequest,
-    TransportResult,
     UsageObservation,
 )
 
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     )
     from ._local import (
         DISCOVERY_CACHE_TTL_S,
+        DISCOVERY_RESPONSE_MAX_BYTES,
         DISCOVERY_TIMEOUT_MS,
         LMSTUDIO_DEFAULT_BASE_URL,
         LOCAL_PROVIDER_ERROR_CODES,
@@ -97,11 +98,10 @@ __all__ = [
     "ANTHROPIC_MAX_CACHE_BREAKPOINTS",
     "DEFAULT_REQUEST_TIMEOUT_S",
     "DISCOVERY_CACHE_TTL_S",
+    "DISCOVERY_RESPONSE_MAX_BYTES",
     "DISCOVERY_TIMEOUT_MS",
     "ECHO_MAX_BYTES",
     "FAILURE_KINDS",
-    "FALLBACK_CODES",
-    "INTEROP_MODULE",
     "LMSTUDIO_DEFAULT_BASE_URL",
     "LOCAL_PROVIDER_ERROR_CODES",
     "LOCAL_PROVIDER_TYPES",
@@ -117,6 +117,7 @@ __all__ = [
     "TRANSIENT_FAILURE_KINDS",
     "TRANSPORT_IDS",
     "AnthropicMessagesTransport",
+    "CompletionFailure",
     "CompletionOutput",
     "CompletionUsage",
     "FailureKind",
@@ -136,14 +137,16 @@ __all__ = [
     "ProviderContinuation",
     "ProviderResponseError",
     "ProviderTransportError",
+    "StreamCallback",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallDelta",
     "ToolDefinition",
     "TransportCapabilities",
     "TransportDescriptor",
-    "TransportFailure",
-    "TransportRequest",
-    "TransportResult",
     "UsageCallback",
     "UsageObservation",
+    "UsageReport",
     "describe_transport",
     "is_private_host",
     "list_transports",
@@ -162,6 +165,7 @@ _LAZY_EXPORTS = {
     "ANTHROPIC_MAX_CACHE_BREAKPOINTS": "_anthropic",
     "AnthropicMessagesTransport": "_anthropic",
     "DISCOVERY_CACHE_TTL_S": "_local",
+    "DISCOVERY_RESPONSE_MAX_BYTES": "_local",
     "DISCOVERY_TIMEOUT_MS": "_local",
     "LMSTUDIO_DEFAULT_BASE_URL": "_local",
     "LOCAL_PROVIDER_ERROR_CODES": "_local",

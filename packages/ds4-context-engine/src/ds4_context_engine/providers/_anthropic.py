@@ -9,11 +9,19 @@ import httpx
 import msgspec
 
 from ds4_context_core import CanonicalMessage
+from ds4_context_core.adapter import (
+    INTEROP_CONVERTERS,
+    CompletionRequest,
+    CompletionUsage,
+    InteropFormat,
+    MessageConverter,
+)
 from ds4_context_core.privacy import PrivacyPolicy
 
-from ._convert import MessageConverter, interop_converter
+from ._sse import SseEvent
+from ._streaming import StreamAssembler, StreamEvent, TextDelta, ToolCallDelta, stream_error
 from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
-from ._types import CompletionOutput, CompletionUsage, OutputToolCall, TransportRequest
+from ._types import CompletionOutput, OutputToolCall
 
 __all__ = [
     "ANTHROPIC_API_VERSION",
@@ -53,6 +61,77 @@ class _MessageResponse(msgspec.Struct):
     usage: _Usage | None = None
 
 
+# Overloaded and internal errors go away on their own; a bad request mid-stream does not.
+_TRANSIENT_STREAM_ERRORS: Final = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+)
+
+
+class _MessagesStream:
+    """Messages API events until ``message_stop``, assembled into one ``message``."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._message: dict[str, Any] = {}
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, list[str]] = {}
+        self._usage: dict[str, Any] = {}
+        self._stop: Any = None
+
+    def feed(self, event: SseEvent) -> list[StreamEvent]:
+        data = msgspec.json.decode(event.data)
+        if not isinstance(data, dict):
+            raise TypeError("a stream event is not an object")
+        kind = data.get("type") or event.event
+        if kind == "message_start":
+            self._message = dict(data["message"])
+            self._usage.update(self._message.get("usage") or {})
+        elif kind == "content_block_start":
+            return self._start(int(data["index"]), data["content_block"])
+        elif kind == "content_block_delta":
+            return self._delta(int(data["index"]), data["delta"])
+        elif kind == "message_delta":
+            self._stop = (data.get("delta") or {}).get("stop_reason", self._stop)
+            self._usage.update(data.get("usage") or {})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            error_type = (data.get("error") or {}).get("type")
+            raise stream_error(error_type, transient=error_type in _TRANSIENT_STREAM_ERRORS)
+        return []
+
+    def _start(self, index: int, block: dict[str, Any]) -> list[StreamEvent]:
+        self._blocks[index] = dict(block)
+        if block.get("type") == "tool_use":
+            self._json[index] = []
+            return [ToolCallDelta(index=index, id=block.get("id"), name=block.get("name"))]
+        if block.get("type") == "text" and block.get("text"):
+            return [TextDelta(text=block["text"])]
+        return []
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> list[StreamEvent]:
+        block = self._blocks[index]
+        if delta.get("type") == "text_delta":
+            text = delta["text"]
+            block["text"] = block.get("text", "") + text
+            return [TextDelta(text=text)]
+        if delta.get("type") == "input_json_delta":
+            part = delta["partial_json"]
+            self._json[index].append(part)
+            return [ToolCallDelta(index=index, arguments=part)]
+        return []  # thinking and signature deltas are not shown
+
+    def final_body(self) -> Any:
+        content = []
+        for index, block in sorted(self._blocks.items()):
+            finished = block
+            if block.get("type") == "tool_use" and index in self._json:
+                raw = "".join(self._json[index])
+                finished = {**block, "input": msgspec.json.decode(raw) if raw.strip() else {}}
+            content.append(finished)
+        return {**self._message, "content": content, "stop_reason": self._stop, "usage": self._usage}
+
+
 def _as_blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -72,6 +151,7 @@ class AnthropicMessagesTransport(HttpTransport):
     """
 
     endpoint_path: ClassVar[str] = "/messages"
+    interop_format: ClassVar[InteropFormat] = "anthropic"
 
     def __init__(
         self,
@@ -112,7 +192,7 @@ class AnthropicMessagesTransport(HttpTransport):
         self, messages: Sequence[CanonicalMessage]
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """``(system blocks, messages)``; the converter lifts canonical system messages into ``system``."""
-        converter = self._converter or interop_converter("to_anthropic_messages")
+        converter = self._converter or INTEROP_CONVERTERS[self.interop_format]
         # Converted parts may share objects with canonical messages: nothing below mutates them in place.
         converted = converter(messages)
         if isinstance(converted, list):  # a converter that has no system prompt to lift
@@ -159,14 +239,15 @@ class AnthropicMessagesTransport(HttpTransport):
         converted[last] = {**whole, "content": whole_blocks}
         return True
 
-    def build_payload(self, request: TransportRequest) -> dict[str, Any]:
+    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
         lifted, converted = self._convert(request.messages)
         system_blocks: list[dict[str, Any]] = (
             [{"type": "text", "text": request.system}] if request.system else []
         )
         system_blocks.extend(lifted)
-        max_tokens = request.max_output_tokens or request.model.max_tokens or ANTHROPIC_DEFAULT_MAX_TOKENS
-        payload: dict[str, Any] = {"model": request.model.id, "max_tokens": max_tokens, "messages": converted}
+        limit = request.model_descriptor.max_tokens if request.model_descriptor is not None else None
+        max_tokens = request.max_output_tokens or limit or ANTHROPIC_DEFAULT_MAX_TOKENS
+        payload: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens, "messages": converted}
         if request.temperature is not None:
             payload["temperature"] = request.temperature
         tools = [
@@ -185,6 +266,9 @@ class AnthropicMessagesTransport(HttpTransport):
         if tools:
             payload["tools"] = tools
         return payload
+
+    def stream_assembler(self) -> StreamAssembler:
+        return _MessagesStream()
 
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
         response = msgspec.convert(body, _MessageResponse)

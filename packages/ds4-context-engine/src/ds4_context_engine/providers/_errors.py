@@ -22,7 +22,6 @@ __all__ = [
 
 ECHO_MAX_BYTES: Final = 96
 PROVIDER_CONFIGURATION_ERROR_CODES: Final = (
-    "provider-interop-unavailable",
     "provider-invalid-base-url",
     "provider-invalid-id",
     "provider-invalid-timeout",

@@ -20,10 +20,12 @@ import anyio
 import httpx
 import msgspec
 
+from ._bounded import ACCEPT_ENCODING, read_bounded
 from ._errors import LocalProviderError, escape_echo
 
 __all__ = [
     "DISCOVERY_CACHE_TTL_S",
+    "DISCOVERY_RESPONSE_MAX_BYTES",
     "DISCOVERY_TIMEOUT_MS",
     "LMSTUDIO_DEFAULT_BASE_URL",
     "LOCAL_PROVIDER_ERROR_CODES",
@@ -46,6 +48,8 @@ OLLAMA_DEFAULT_BASE_URL: Final = "http://localhost:11434"
 LMSTUDIO_DEFAULT_BASE_URL: Final = "http://localhost:1234"
 DISCOVERY_TIMEOUT_MS: Final = 1500
 DISCOVERY_CACHE_TTL_S: Final = 60
+# A listing of a few hundred models is tens of KiB; anything past this is not a model server's answer.
+DISCOVERY_RESPONSE_MAX_BYTES: Final = 4 * 1024 * 1024
 MAX_ADVERTISED_MODELS_DEFAULT: Final = 100
 MAX_ADVERTISED_MODELS_LIMIT: Final = 200
 LOCAL_PROVIDER_ERROR_CODES: Final = (
@@ -391,7 +395,7 @@ class LocalProviderDiscovery:
 
     async def _probe(self, definition: LocalProviderDefinition) -> LocalProviderModels:
         empty = LocalProviderModels(provider=definition.id)
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
         api_key = definition.resolve_api_key(self._environ)
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -406,18 +410,26 @@ class LocalProviderDiscovery:
             if self._client is None:
                 await client.aclose()
 
+    async def _fetch_json(
+        self, client: httpx.AsyncClient, method: str, url: str, headers: dict[str, str], **extra: Any
+    ) -> Any:
+        """The decoded JSON of a 200 answer (None otherwise), read streamed and capped like a completion."""
+        async with client.stream(
+            method, url, headers=headers, timeout=self._timeout_s, follow_redirects=False, **extra
+        ) as response:
+            if response.status_code != 200:
+                return None
+            return msgspec.json.decode(await read_bounded(response, DISCOVERY_RESPONSE_MAX_BYTES))
+
     async def _get_json(self, client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> Any:
-        response = await client.get(url, headers=headers, timeout=self._timeout_s, follow_redirects=False)
-        if response.status_code != 200:
-            return None
-        return msgspec.json.decode(response.content)
+        return await self._fetch_json(client, "GET", url, headers)
 
     async def _probe_with(
         self, client: httpx.AsyncClient, definition: LocalProviderDefinition, headers: dict[str, str]
     ) -> LocalProviderModels:
         try:
             listing = await self._get_json(client, definition.api_root + "/models", headers)
-        except msgspec.DecodeError:
+        except ValueError:  # not JSON, too large or undecodable: no listing
             listing = None
         ids = _ids_from_listing(listing)
         embedding: set[str] = set()
@@ -427,7 +439,7 @@ class LocalProviderDiscovery:
                 embedding = _lmstudio_embedding_ids(
                     await self._get_json(client, root + "/api/v1/models", headers)
                 )
-            except (msgspec.DecodeError, httpx.HTTPError):
+            except (ValueError, httpx.HTTPError):  # bad JSON, too large, undecodable: no embedding list
                 embedding = set()
         elif definition.type == "ollama" and ids:
             embedding = await self._ollama_embedding_ids(client, root, ids, headers)
@@ -451,11 +463,10 @@ class LocalProviderDiscovery:
 
         async def show_one(model: str) -> None:
             try:
-                response = await client.post(
-                    root + "/api/show", json={"model": model}, headers=headers, timeout=self._timeout_s
+                details = await self._fetch_json(
+                    client, "POST", root + "/api/show", headers, json={"model": model}
                 )
-                details = msgspec.json.decode(response.content) if response.status_code == 200 else None
-            except (httpx.HTTPError, msgspec.DecodeError):
+            except (httpx.HTTPError, ValueError):
                 return
             capabilities = details.get("capabilities") if isinstance(details, Mapping) else None
             if (

@@ -9,20 +9,25 @@ import httpx
 import msgspec
 
 from ds4_context_core import CanonicalMessage, TextBlock, ToolCallBlock, stable_hash
-from ds4_context_core.privacy import PrivacyPolicy, privacy_policy_version
-
-from ._convert import MessageConverter, interop_converter
-from ._local import LocalProviderDefinition
-from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
-from ._types import (
-    CompletionOutput,
+from ds4_context_core.adapter import (
+    INTEROP_CONVERTERS,
+    CompletionCompleted,
+    CompletionFallback,
+    CompletionRequest,
+    CompletionResult,
     CompletionUsage,
-    OutputToolCall,
+    InteropFormat,
+    MessageConverter,
     ProviderContinuation,
     ToolDefinition,
-    TransportRequest,
-    TransportResult,
 )
+from ds4_context_core.privacy import PrivacyPolicy, privacy_policy_version
+
+from ._local import LocalProviderDefinition
+from ._sse import SseEvent
+from ._streaming import StreamAssembler, StreamCallback, StreamEvent, TextDelta, ToolCallDelta, stream_error
+from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
+from ._types import CompletionOutput, OutputToolCall
 
 __all__ = [
     "OPENAI_DEFAULT_BASE_URL",
@@ -128,6 +133,7 @@ class OpenAIChatTransport(HttpTransport):
     """
 
     endpoint_path: ClassVar[str] = "/chat/completions"
+    interop_format: ClassVar[InteropFormat] = "openai-chat"
 
     def __init__(
         self,
@@ -159,14 +165,14 @@ class OpenAIChatTransport(HttpTransport):
         self._converter = converter
 
     def _convert(self, messages: Sequence[CanonicalMessage]) -> list[dict[str, Any]]:
-        converter = self._converter or interop_converter("to_openai_chat")
+        converter = self._converter or INTEROP_CONVERTERS[self.interop_format]
         return list(converter(messages))
 
-    def build_payload(self, request: TransportRequest) -> dict[str, Any]:
+    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
         messages = self._convert(request.messages)
         if request.system:
             messages.insert(0, {"role": "system", "content": request.system})
-        payload: dict[str, Any] = {"model": request.model.id, "messages": messages, "stream": False}
+        payload: dict[str, Any] = {"model": request.model, "messages": messages, "stream": False}
         if request.max_output_tokens is not None:
             payload[self._output_limit_field] = request.max_output_tokens
         if request.temperature is not None:
@@ -174,6 +180,13 @@ class OpenAIChatTransport(HttpTransport):
         if request.tools:
             payload["tools"] = _chat_tools(request.tools)
         return payload
+
+    def stream_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        # Without include_usage a streamed Chat answer carries no token counts at all.
+        return {**payload, "stream": True, "stream_options": {"include_usage": True}}
+
+    def stream_assembler(self) -> StreamAssembler:
+        return _ChatStream()
 
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
         response = msgspec.convert(body, _ChatResponse)
@@ -201,6 +214,101 @@ class OpenAIChatTransport(HttpTransport):
             model=response.model,
         )
         return output, usage
+
+
+class _ChatDeltaFunction(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ChatDeltaCall(msgspec.Struct):
+    index: int
+    id: str | None = None
+    function: _ChatDeltaFunction | None = None
+
+
+class _ChatDelta(msgspec.Struct):
+    content: str | None = None
+    tool_calls: list[_ChatDeltaCall] | None = None
+
+
+class _ChatChunkChoice(msgspec.Struct):
+    delta: _ChatDelta | None = None
+    index: int = 0
+    finish_reason: str | None = None
+
+
+class _ChatChunk(msgspec.Struct):
+    choices: list[_ChatChunkChoice] | None = None
+    id: str | None = None
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+    error: Any = None
+
+
+class _ChatStream:
+    """``chat.completion.chunk`` events until ``data: [DONE]``, assembled into a ``chat.completion``."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._id: str | None = None
+        self._model: str | None = None
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+
+    def feed(self, event: SseEvent) -> list[StreamEvent]:
+        if event.data.strip() == "[DONE]":
+            self.done = True
+            return []
+        chunk = msgspec.json.decode(event.data, type=_ChatChunk)
+        if chunk.error is not None:
+            error = chunk.error
+            raise stream_error(error.get("type") or error.get("code") if isinstance(error, dict) else None)
+        self._id = chunk.id or self._id
+        self._model = chunk.model or self._model
+        self._usage = chunk.usage or self._usage
+        deltas: list[StreamEvent] = []
+        for choice in chunk.choices or ():
+            if choice.index != 0:
+                continue  # one answer is asked for; another choice would be a second answer
+            self._finish = choice.finish_reason or self._finish
+            delta = choice.delta or _ChatDelta()
+            if delta.content:
+                self._text.append(delta.content)
+                deltas.append(TextDelta(text=delta.content))
+            for call in delta.tool_calls or ():
+                slot = self._calls.setdefault(call.index, {"id": None, "name": "", "arguments": []})
+                function = call.function or _ChatDeltaFunction()
+                slot["id"] = call.id or slot["id"]
+                slot["name"] += function.name or ""
+                slot["arguments"].append(function.arguments or "")
+                deltas.append(
+                    ToolCallDelta(
+                        index=call.index, id=call.id, name=function.name, arguments=function.arguments or ""
+                    )
+                )
+        return deltas
+
+    def final_body(self) -> Any:
+        calls = [
+            {
+                "id": slot["id"] or "",
+                "type": "function",
+                "function": {"name": slot["name"], "arguments": "".join(slot["arguments"])},
+            }
+            for _, slot in sorted(self._calls.items())
+        ]
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._text)}
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            "id": self._id,
+            "model": self._model,
+            "choices": [{"index": 0, "message": message, "finish_reason": self._finish}],
+            "usage": self._usage,
+        }
 
 
 def local_provider_transport(
@@ -267,6 +375,55 @@ class _ResponsesResponse(msgspec.Struct):
     incomplete_details: _IncompleteDetails | None = None
 
 
+class _ResponsesStream:
+    """Responses API stream events until ``response.completed``, whose ``response`` is the answer."""
+
+    _FINAL: ClassVar[frozenset[str]] = frozenset({"response.completed", "response.incomplete"})
+
+    def __init__(self) -> None:
+        self.done = False
+        self._final: Any = None
+
+    def feed(self, event: SseEvent) -> list[StreamEvent]:
+        data = msgspec.json.decode(event.data)
+        if not isinstance(data, dict):
+            raise TypeError("a stream event is not an object")
+        kind = data.get("type") or event.event
+        if kind == "response.output_text.delta":
+            return [TextDelta(text=_text(data.get("delta")))]
+        if kind == "response.output_item.added":
+            item = data.get("item")
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                return [ToolCallDelta(index=_index(data), id=item.get("call_id"), name=item.get("name"))]
+            return []
+        if kind == "response.function_call_arguments.delta":
+            return [ToolCallDelta(index=_index(data), arguments=_text(data.get("delta")))]
+        if kind in self._FINAL:
+            self._final = data.get("response")
+            self.done = True
+            return []
+        if kind in ("response.failed", "error"):
+            error = data.get("error") or (data.get("response") or {}).get("error") or {}
+            raise stream_error(error.get("code") if isinstance(error, dict) else None)
+        return []
+
+    def final_body(self) -> Any:
+        return self._final
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("a text delta is not a string")
+    return value
+
+
+def _index(data: dict[str, Any]) -> int:
+    index = data.get("output_index")
+    if type(index) is not int:
+        raise TypeError("a stream event has no output index")
+    return index
+
+
 def _messages_hash(messages: Sequence[CanonicalMessage]) -> str:
     return stable_hash([msgspec.to_builtins(message) for message in messages])
 
@@ -301,6 +458,7 @@ class OpenAIResponsesTransport(HttpTransport):
     """
 
     endpoint_path: ClassVar[str] = "/responses"
+    interop_format: ClassVar[InteropFormat] = "openai-responses"
 
     def __init__(
         self,
@@ -333,29 +491,29 @@ class OpenAIResponsesTransport(HttpTransport):
         self._policy_version = privacy_policy_version(privacy_policy)
 
     def _convert(self, messages: Sequence[CanonicalMessage]) -> list[dict[str, Any]]:
-        converter = self._converter or interop_converter("to_openai_responses")
+        converter = self._converter or INTEROP_CONVERTERS[self.interop_format]
         return list(converter(messages))
 
-    def _settings_hash(self, request: TransportRequest) -> str:
+    def _settings_hash(self, request: CompletionRequest) -> str:
         return stable_hash(
             {
                 "provider": self.provider,
                 "baseUrl": self.base_url,
-                "model": request.model.id,
+                "model": request.model,
                 "system": request.system,
                 "tools": [msgspec.to_builtins(tool) for tool in request.tools],
                 "privacy": self._policy_version,
             }
         )
 
-    def continuation_start(self, request: TransportRequest) -> int | None:
+    def continuation_start(self, request: CompletionRequest) -> int | None:
         """Index of the first message to send after ``previous_response_id``, or None for a full replay."""
         state = request.continuation
         if (
             not self._store
             or state is None
             or state.provider != self.provider
-            or state.model != request.model.id
+            or state.model != request.model
         ):
             return None
         count = state.prefix_count
@@ -369,10 +527,10 @@ class OpenAIResponsesTransport(HttpTransport):
             return None
         return count + 1
 
-    def _payload(self, request: TransportRequest, start: int | None) -> dict[str, Any]:
+    def _payload(self, request: CompletionRequest, start: int | None) -> dict[str, Any]:
         messages = request.messages if start is None else request.messages[start:]
         payload: dict[str, Any] = {
-            "model": request.model.id,
+            "model": request.model,
             "input": self._convert(messages),
             "store": self._store,
         }
@@ -396,7 +554,7 @@ class OpenAIResponsesTransport(HttpTransport):
             ]
         return payload
 
-    def build_payload(self, request: TransportRequest) -> dict[str, Any]:
+    def build_payload(self, request: CompletionRequest) -> dict[str, Any]:
         return self._payload(request, self.continuation_start(request))
 
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
@@ -430,17 +588,21 @@ class OpenAIResponsesTransport(HttpTransport):
         )
         return output, usage
 
-    async def complete(self, request: TransportRequest) -> TransportResult:
+    def stream_assembler(self) -> StreamAssembler:
+        return _ResponsesStream()
+
+    async def _complete(
+        self, request: CompletionRequest, on_event: StreamCallback | None
+    ) -> CompletionResult:
         start = None
         try:
             start = self.continuation_start(request)
         except Exception:  # a malformed continuation only costs the shortcut, never the turn
             start = None
-        result = await super().complete(request)
-        failure = result.failure
+        result = await super()._complete(request, on_event)
+        failure = result.failure if isinstance(result, CompletionFallback) else None
         if (
             start is not None
-            and result.status == "fallback"
             and failure is not None
             and (
                 failure.http_status == 404
@@ -448,18 +610,18 @@ class OpenAIResponsesTransport(HttpTransport):
             )
         ):
             # The stored response may have expired or been deleted: replay everything once.
-            result = await super().complete(msgspec.structs.replace(request, continuation=None))
+            result = await super()._complete(msgspec.structs.replace(request, continuation=None), on_event)
             start = None
         if (
             not self._store
-            or result.status != "completed"
-            or result.output is None
+            or not isinstance(result, CompletionCompleted)
+            or not isinstance(result.output, CompletionOutput)
             or not result.output.response_id
         ):
             return result
         continuation = ProviderContinuation(
             provider=self.provider,
-            model=request.model.id,
+            model=request.model,
             response_id=result.output.response_id,
             prefix_count=len(request.messages),
             prefix_hash=_messages_hash(request.messages),

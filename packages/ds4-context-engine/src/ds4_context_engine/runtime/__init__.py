@@ -8,10 +8,11 @@ from ._errors import (
     SandboxUnavailableError,
     ToolLifecycleError,
 )
-from ._facade import ProviderRuntime, ProviderTransport
+from ._facade import ProviderRuntime, ProviderTransport, RoutedStreamCallback
 from ._fallback import (
     ATTEMPT_OVERRIDABLE_FIELDS,
     FALLBACK_DEFAULT_ATTEMPTS,
+    FALLBACK_DEFAULT_DEADLINE_S,
     FALLBACK_EFFORT_LEVELS,
     FALLBACK_ERROR_CODES,
     FALLBACK_INITIAL_BACKOFF_MS,
@@ -98,6 +99,7 @@ __all__ = [
     "DEFAULT_DENY_WRITE",
     "DEFAULT_SANDBOX_ENV_ALLOW",
     "FALLBACK_DEFAULT_ATTEMPTS",
+    "FALLBACK_DEFAULT_DEADLINE_S",
     "FALLBACK_EFFORT_LEVELS",
     "FALLBACK_ERROR_CODES",
     "FALLBACK_INITIAL_BACKOFF_MS",
@@ -139,6 +141,7 @@ __all__ = [
     "ProviderTransport",
     "RetryPolicy",
     "RoutedResult",
+    "RoutedStreamCallback",
     "RuntimeOptionsError",
     "SandboxEffectiveMode",
     "SandboxEffectiveState",

@@ -1,27 +1,36 @@
 """Ordered fallback chains: bounded retries with capped exponential backoff, then failover.
 
 Only transient failures (timeouts, rate limits, 5xx, connection errors) are retried or failed over; any
-other failure is returned at once, because another attempt would send the same bad request again.
+other failure is returned at once, because another attempt would send the same bad request again. The
+whole chain runs under a wall-clock deadline (``FALLBACK_DEFAULT_DEADLINE_S`` unless told otherwise):
+every attempt and every backoff wait fits in what is left of it.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
 
 import anyio
 import msgspec
 
+from ds4_context_core.adapter import (
+    CompletionFailure,
+    CompletionFallback,
+    CompletionResult,
+    completion_fallback,
+)
 from ds4_context_engine.providers import ModelReference, ModelReferenceError, parse_model_reference
-from ds4_context_engine.providers._types import TransportFailure, TransportResult
 
 from ._errors import RuntimeOptionsError
 
 __all__ = [
     "ATTEMPT_OVERRIDABLE_FIELDS",
     "FALLBACK_DEFAULT_ATTEMPTS",
+    "FALLBACK_DEFAULT_DEADLINE_S",
     "FALLBACK_EFFORT_LEVELS",
     "FALLBACK_ERROR_CODES",
     "FALLBACK_INITIAL_BACKOFF_MS",
@@ -41,6 +50,8 @@ __all__ = [
 
 FALLBACK_MAX_ATTEMPTS: Final = 10
 FALLBACK_DEFAULT_ATTEMPTS: Final = 1
+# A whole turn's routing (every attempt, every wait): ten minutes is several slow full-length answers.
+FALLBACK_DEFAULT_DEADLINE_S: Final = 600.0
 FALLBACK_INITIAL_BACKOFF_MS: Final = 1000
 FALLBACK_MAX_BACKOFF_MS: Final = 15000
 FALLBACK_EFFORT_LEVELS: Final = ("high", "low", "medium", "minimal", "xhigh")
@@ -120,13 +131,13 @@ class FailoverRecord(msgspec.Struct, frozen=True, kw_only=True):
 class RoutedResult(msgspec.Struct, frozen=True, kw_only=True):
     """The final result, the route that produced it and every failed attempt before it."""
 
-    result: TransportResult
+    result: CompletionResult
     model: ModelReference
     attempts: int
     failovers: tuple[FailoverRecord, ...]
 
 
-AttemptSender = Callable[[AttemptContext], Awaitable[TransportResult]]
+AttemptSender = Callable[[AttemptContext], Awaitable[CompletionResult]]
 AttemptResolver = Callable[[AttemptContext], Mapping[str, Any] | None]
 
 
@@ -218,33 +229,37 @@ def _apply_resolution(base: AttemptPolicy, resolution: Mapping[str, Any] | None)
     return policy
 
 
-def _raised(entry: FallbackChainEntry, error: Exception) -> TransportResult:
-    return TransportResult(
-        status="fallback",
-        provider=entry.model.provider,
-        model=entry.model.model,
-        code="transport-failed",
-        retryable=False,
-        failure=TransportFailure(kind="client-error", reason=f"the transport raised {type(error).__name__}"),
-    )
+def _raised(error: Exception) -> CompletionFallback:
+    # Not transient: a transport that raises once will raise again for the same request.
+    failure = CompletionFailure(kind="client-error", reason=f"the transport raised {type(error).__name__}")
+    return completion_fallback("transport-failed", failure=failure)
 
 
-def _timed_out(entry: FallbackChainEntry, seconds: float) -> TransportResult:
-    return TransportResult(
-        status="fallback",
-        provider=entry.model.provider,
-        model=entry.model.model,
-        code="transport-failed",
-        retryable=True,
-        failure=TransportFailure(kind="timeout", reason=f"the attempt took longer than {seconds:g} s"),
-    )
+def _timed_out(seconds: float) -> CompletionFallback:
+    failure = CompletionFailure(kind="timeout", reason=f"the attempt took longer than {seconds:g} s")
+    return completion_fallback("transport-failed", failure=failure)
+
+
+def _deadline_passed(seconds: float) -> CompletionFallback:
+    failure = CompletionFailure(kind="timeout", reason=f"the fallback chain's {seconds:g} s deadline passed")
+    return completion_fallback("transport-failed", failure=failure)
+
+
+def _positive(value: float | None, name: str) -> float | None:
+    if value is not None and not (isinstance(value, int | float) and value > 0 and math.isfinite(value)):
+        raise RuntimeOptionsError("fallback-invalid-retry-policy", f"{name} must be a positive number")
+    return None if value is None else float(value)
 
 
 class FallbackRouter:
     """Runs one logical request over an ordered chain of models.
 
     ``send`` performs one attempt for an :class:`AttemptContext`; ``resolve_attempt`` may project the tool
-    allow/deny lists and permission mode per route, nothing else. ``sleep`` is injectable for tests.
+    allow/deny lists and permission mode per route, nothing else. ``deadline_s`` bounds the whole run
+    in wall-clock time (default ``FALLBACK_DEFAULT_DEADLINE_S``; ``None`` for no bound): an attempt is
+    cut when it passes, a backoff that would pass it is not waited out, and the run then returns a
+    ``timeout`` failure. ``attempt_timeout_s`` optionally bounds each attempt as well. ``sleep`` and
+    ``clock`` are injectable for tests.
     """
 
     def __init__(
@@ -255,35 +270,56 @@ class FallbackRouter:
         base_policy: AttemptPolicy | None = None,
         resolve_attempt: AttemptResolver | None = None,
         attempt_timeout_s: float | None = None,
+        deadline_s: float | None = FALLBACK_DEFAULT_DEADLINE_S,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.chain = parse_fallback_chain(chain)
         self.retry_policy = retry_policy or RetryPolicy()
         self._base_policy = base_policy or AttemptPolicy()
         self._resolve_attempt = resolve_attempt
-        if attempt_timeout_s is not None and not (attempt_timeout_s > 0 and math.isfinite(attempt_timeout_s)):
-            raise RuntimeOptionsError("fallback-invalid-retry-policy", "attempt_timeout_s must be positive")
-        self._attempt_timeout_s = attempt_timeout_s
+        self._attempt_timeout_s = _positive(attempt_timeout_s, "attempt_timeout_s")
+        self.deadline_s = _positive(deadline_s, "deadline_s")
         self._sleep = sleep
+        self._clock = clock
 
-    async def _attempt(self, send: AttemptSender, context: AttemptContext) -> TransportResult:
+    async def _attempt(
+        self, send: AttemptSender, context: AttemptContext, remaining_s: float | None
+    ) -> CompletionResult:
+        limits = [limit for limit in (self._attempt_timeout_s, remaining_s) if limit is not None]
         try:
-            if self._attempt_timeout_s is None:
+            if not limits:
                 return await send(context)
-            with anyio.move_on_after(self._attempt_timeout_s) as scope:
+            with anyio.move_on_after(min(limits)) as scope:
                 result = await send(context)
             if scope.cancelled_caught:
-                return _timed_out(context.entry, self._attempt_timeout_s)
+                if remaining_s is not None and remaining_s <= min(limits) and self.deadline_s is not None:
+                    return _deadline_passed(self.deadline_s)
+                return _timed_out(min(limits))
             return result
         except Exception as error:  # a raising transport must not lose the user's turn
-            return _raised(context.entry, error)
+            return _raised(error)
 
     async def run(self, send: AttemptSender) -> RoutedResult:
         failovers: list[FailoverRecord] = []
         attempts = 0
-        result: TransportResult | None = None
+        result: CompletionResult | None = None
+        deadline = None if self.deadline_s is None else self._clock() + self.deadline_s
+
+        def remaining() -> float | None:
+            return None if deadline is None else deadline - self._clock()
+
         for entry_index, entry in enumerate(self.chain):
             for attempt in range(1, entry.attempts + 1):
+                left = remaining()
+                if left is not None and left <= 0 and self.deadline_s is not None:
+                    model = self.chain[failovers[-1].entry_index].model if failovers else entry.model
+                    return RoutedResult(
+                        result=_deadline_passed(self.deadline_s),
+                        model=model,
+                        attempts=attempts,
+                        failovers=tuple(failovers),
+                    )
                 context = AttemptContext(
                     entry=entry, entry_index=entry_index, attempt=attempt, policy=self._base_policy
                 )
@@ -291,10 +327,9 @@ class FallbackRouter:
                     policy = _apply_resolution(self._base_policy, self._resolve_attempt(context))
                     context = msgspec.structs.replace(context, policy=policy)
                 attempts += 1
-                result = await self._attempt(send, context)
-                failure = result.failure
-                transient = result.status == "fallback" and failure is not None and failure.transient
-                if result.status == "completed" or not transient or failure is None:
+                result = await self._attempt(send, context, left)
+                failure = result.failure if isinstance(result, CompletionFallback) else None
+                if failure is None or not failure.transient:
                     return RoutedResult(
                         result=result, model=entry.model, attempts=attempts, failovers=tuple(failovers)
                     )
@@ -306,6 +341,9 @@ class FallbackRouter:
                         last_attempt_here = True  # too long to wait: move on to the next route
                     else:
                         waited = max(self.retry_policy.backoff_ms(attempt - 1), retry_after or 0)
+                        left = remaining()
+                        if left is not None and waited / 1000 >= left:
+                            waited, last_attempt_here = 0, True  # the wait would outlast the deadline
                 failovers.append(
                     FailoverRecord(
                         model=entry.model.reference,
