@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ds4_context_engine._exceptions import ProviderResponseError, ProviderTransportError
 from ds4_context_engine._lazy import lazy_exports
 
 from ._convert import INTEROP_MODULE, MessageConverter
@@ -84,8 +85,6 @@ if TYPE_CHECKING:
         DEFAULT_REQUEST_TIMEOUT_S,
         PROVIDER_RESPONSE_MAX_BYTES,
         HttpTransport,
-        ProviderResponseError,
-        ProviderTransportError,
         UsageCallback,
         parse_retry_after_ms,
     )
@@ -184,8 +183,6 @@ _LAZY_EXPORTS = {
     "DEFAULT_REQUEST_TIMEOUT_S": "_transport",
     "HttpTransport": "_transport",
     "PROVIDER_RESPONSE_MAX_BYTES": "_transport",
-    "ProviderResponseError": "_transport",
-    "ProviderTransportError": "_transport",
     "UsageCallback": "_transport",
     "parse_retry_after_ms": "_transport",
 }

@@ -20,9 +20,10 @@ from typing import Any, ClassVar, Final
 import httpx
 import msgspec
 
-from ds4_context_core import Ds4ContextError, PrivacyEnforcementError, estimate_message_tokens
+from ds4_context_core import PrivacyEnforcementError, estimate_message_tokens
 from ds4_context_core.adapter import CompletionRequest as AdapterCompletionRequest
 from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy, mark_local_only_messages
+from ds4_context_engine._exceptions import ProviderResponseError, ProviderTransportError
 
 from ._errors import ProviderConfigurationError
 from ._types import (
@@ -51,22 +52,6 @@ _ERROR_TYPE_PATTERN: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _HEADER_FORBIDDEN: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 UsageCallback = Callable[[UsageObservation], None]
-
-
-class ProviderResponseError(Ds4ContextError, ValueError):
-    """A provider answered 2xx with something that is not the documented response shape."""
-
-
-class ProviderTransportError(Ds4ContextError, RuntimeError):
-    """Raised only by the adapter-boundary callable of :meth:`HttpTransport.payload_transport`.
-
-    ``failure`` is the metadata-only :class:`TransportFailure`; the adapter turns the exception into its
-    retryable ``transport-failed`` fallback.
-    """
-
-    def __init__(self, failure: TransportFailure) -> None:
-        super().__init__("provider-transport-failed", f"{failure.kind}: {failure.reason}")
-        self.failure = failure
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
