@@ -265,3 +265,33 @@ def test_conformance_accepts_a_factory_target_and_reports_bad_ones():
     bad = _run("conformance", "not-a-target")
     assert bad.exit_code == 2
     assert "error [conformance-target-invalid]" in bad.stderr
+
+
+def test_plan_takes_the_model_the_session_records_when_only_the_window_is_given(demo_session):
+    named = _run("plan", demo_session, "--window", "20000", "--no-store", "--json")
+    assert named.exit_code == 0, named.stderr
+    status = json.loads(_run("status", demo_session, "--no-store", "--json").output)
+    explicit = _run(
+        "plan", demo_session, "--model", f"{status['provider']}:{status['model_id']}", "--window", "20000",
+        "--no-store", "--json",
+    )  # fmt: skip
+    assert json.loads(named.output) == json.loads(explicit.output)
+    missing = _run("plan", demo_session, "--no-store")
+    assert missing.exit_code == 2
+    assert "error [model-unknown]" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    "command", ["status", "manifest", "compact", "explain", "restore", "pin", "unpin", "memory", "plan"]
+)
+def test_session_commands_share_one_definition_of_each_workspace_option(command):
+    # the same option reads the same everywhere: one definition, not eight copies
+    text = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
+    assert "Derived SQLite store file (default: $DS4_CONTEXT_STORE" in text
+    assert "--no-store  " in text
+    assert "Keep derived state in memory only." in text
+    assert "Print JSON instead of tables." in text
+    planning = command not in ("pin", "unpin", "memory")
+    assert ("Plan the branch ending at this entry id." in text) is planning
+    assert ("A ds4-context-config-v1 JSON file." in text) is planning
+    assert ("Output tokens to reserve (default: window / 8)." in text) is planning

@@ -8,9 +8,10 @@ from types import ModuleType
 import pytest
 
 import ds4_context_engine
+import ds4_context_engine.providers as providers
+import ds4_context_engine.runtime as runtime
 from ds4_context_core import Ds4ContextError
 from ds4_context_engine import _exceptions
-import ds4_context_engine.providers as providers
 
 PUBLIC_MODULES = sorted(
     info.name
@@ -94,7 +95,7 @@ def test_every_engine_exception_is_defined_once_under_the_root_and_drawn_in_the_
     assert {cls.__name__ for cls in found if f"── {cls.__name__}" not in tree} == set()
     for cls in found:
         if cls.__module__ == _exceptions.__name__:
-            assert cls.__doc__ is not None and cls.__doc__.startswith("Internal:")
+            assert (cls.__doc__ or "").startswith("Internal:")
             continue
         # a public exception names the public module users import it from
         public = importlib.import_module(cls.__module__)
@@ -103,11 +104,10 @@ def test_every_engine_exception_is_defined_once_under_the_root_and_drawn_in_the_
 
 
 def test_public_exceptions_name_their_public_module():
-    from ds4_context_engine.providers import ModelReferenceError, ProviderTransportError
-    from ds4_context_engine.runtime import SandboxPolicyError
-
     assert ds4_context_engine.PiSessionError.__module__ == "ds4_context_engine"
-    assert ModelReferenceError.__module__ == "ds4_context_engine.providers"
-    assert ProviderTransportError.__module__ == "ds4_context_engine.providers"
-    assert SandboxPolicyError.__module__ == "ds4_context_engine.runtime"
-    assert repr(SandboxPolicyError("sandbox-path-denied", "refused")).startswith("SandboxPolicyError(")
+    assert providers.ModelReferenceError.__module__ == "ds4_context_engine.providers"
+    assert providers.ProviderTransportError.__module__ == "ds4_context_engine.providers"
+    assert runtime.SandboxPolicyError.__module__ == "ds4_context_engine.runtime"
+    assert repr(runtime.SandboxPolicyError("sandbox-path-denied", "refused")).startswith(
+        "SandboxPolicyError("
+    )

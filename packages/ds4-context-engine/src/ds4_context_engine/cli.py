@@ -5,12 +5,13 @@ code (``error [code]: ...``) and exit with status 2; nothing is ever printed fro
 except by ``restore``, whose job it is.
 """
 
+import inspect
 import json
 import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
@@ -74,6 +75,22 @@ MaxTokensOption = Annotated[
 LeafOption = Annotated[str | None, typer.Option("--leaf", help="Plan the branch ending at this entry id.")]
 ConfigOption = Annotated[Path | None, typer.Option("--config", help="A ds4-context-config-v1 JSON file.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+RetrieveOption = Annotated[
+    int | None,
+    typer.Option(
+        "--retrieve",
+        min=0,
+        help="At most this many cut messages matching the last request come back (0: none; default 4).",
+        show_default=False,
+    ),
+]
+DigestOption = Annotated[
+    bool,
+    typer.Option(
+        "--digest/--no-digest",
+        help="Put a task digest (request, instructions, files, tools) of what the plan cuts in front.",
+    ),
+]
 
 
 def _commands() -> Any:
@@ -175,48 +192,84 @@ def _emit(result: msgspec.Struct, as_json: bool) -> None:
         _console().print(_commands().render_rich(result))
 
 
-def _run(
-    opened: AbstractContextManager["ContextWorkspace"],
-    action: Callable[["ContextWorkspace"], msgspec.Struct],
-    as_json: bool,
-) -> None:
-    """Run one command in the workspace ``opened`` gives and print its result (rich tables, or JSON with
-    ``--json``); a :class:`Ds4ContextError` or ``OSError`` becomes ``error [code]: ...`` and exit 2."""
-    with opened as workspace:
-        _emit(_guard(lambda: action(workspace)), as_json)
+# The options that say which workspace to open, each defined once; a command lists the ones it takes.
+_WORKSPACE_PARAMETERS: Final = {
+    parameter.name: parameter
+    for parameter in (
+        inspect.Parameter("store", inspect.Parameter.KEYWORD_ONLY, annotation=StoreOption, default=None),
+        inspect.Parameter(
+            "no_store", inspect.Parameter.KEYWORD_ONLY, annotation=NoStoreOption, default=False
+        ),
+        inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, annotation=ModelOption, default=None),
+        inspect.Parameter("window", inspect.Parameter.KEYWORD_ONLY, annotation=WindowOption, default=None),
+        inspect.Parameter(
+            "max_tokens", inspect.Parameter.KEYWORD_ONLY, annotation=MaxTokensOption, default=None
+        ),
+        inspect.Parameter("leaf", inspect.Parameter.KEYWORD_ONLY, annotation=LeafOption, default=None),
+        inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=ConfigOption, default=None),
+        inspect.Parameter(
+            "retrieve", inspect.Parameter.KEYWORD_ONLY, annotation=RetrieveOption, default=None
+        ),
+        inspect.Parameter("digest", inspect.Parameter.KEYWORD_ONLY, annotation=DigestOption, default=True),
+    )
+}
+_PLANNING: Final = ("store", "no_store", "model", "window", "max_tokens", "leaf", "config")
+_STORE_ONLY: Final = ("store", "no_store")
+_SESSION_PARAMETER: Final = inspect.Parameter(
+    "session", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=SessionArgument
+)
+_JSON_PARAMETER: Final = inspect.Parameter(
+    "as_json", inspect.Parameter.KEYWORD_ONLY, annotation=JsonOption, default=False
+)
+Printer = Callable[["ContextWorkspace", Any, bool], None]
 
 
-def _read_command(name: str, function: str, summary: str) -> Callable[..., None]:
-    def command(
-        session: SessionArgument,
-        *,
-        store: StoreOption = None,
-        no_store: NoStoreOption = False,
-        model: ModelOption = None,
-        window: WindowOption = None,
-        max_tokens: MaxTokensOption = None,
-        leaf: LeafOption = None,
-        config: ConfigOption = None,
-        as_json: JsonOption = False,
-    ) -> None:
-        _run(
-            _workspace(
-                session,
-                store=store,
-                no_store=no_store,
-                model=model,
-                window=window,
-                max_tokens=max_tokens,
-                leaf=leaf,
-                config=config,
-            ),
-            lambda workspace: getattr(_commands(), function)(workspace),  # noqa: PLW0108 - import on use
-            as_json,
-        )
+def _print_result(workspace: "ContextWorkspace", result: Any, as_json: bool) -> None:
+    del workspace  # a /context result renders by itself
+    _emit(result, as_json)
 
-    command.__name__ = name.replace("-", "_")
-    command.__doc__ = summary
-    return command
+
+def _session_command(
+    name: str,
+    *,
+    panel: str,
+    options: tuple[str, ...] = _PLANNING,
+    printer: Printer = _print_result,
+    summary: str | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``action(workspace, **own)`` as the command ``name`` taking a session file.
+
+    The command's parameters are the session, ``action``'s own (after ``workspace``), the shared workspace
+    ``options`` and ``--json``; the workspace is opened by :func:`_workspace` and closed after ``printer``
+    has shown the result. A :class:`Ds4ContextError` or ``OSError`` becomes ``error [code]: ...``.
+    """
+
+    def register(action: Callable[..., Any]) -> Callable[..., Any]:
+        own = list(inspect.signature(action).parameters.values())[1:]
+
+        def command(**arguments: Any) -> None:
+            session = arguments.pop("session")
+            as_json = arguments.pop("as_json")
+            opening = {option: arguments.pop(option) for option in options}
+            with _workspace(session, **opening) as workspace:
+                result = _guard(lambda: action(workspace, **arguments))
+                printer(workspace, result, as_json)
+
+        parameters = [_SESSION_PARAMETER, *own, *(_WORKSPACE_PARAMETERS[option] for option in options)]
+        command.__signature__ = inspect.Signature([*parameters, _JSON_PARAMETER])  # type: ignore[attr-defined]
+        command.__name__ = name.replace("-", "_")
+        command.__doc__ = summary or action.__doc__
+        app.command(name, rich_help_panel=panel)(command)
+        return action
+
+    return register
+
+
+def _read_action(function: str) -> Callable[["ContextWorkspace"], msgspec.Struct]:
+    def action(workspace: "ContextWorkspace") -> msgspec.Struct:
+        return getattr(_commands(), function)(workspace)  # type: ignore[no-any-return]
+
+    return action
 
 
 _PLAN_NOTE: Final = " Needs --model provider:model and --window N."
@@ -256,155 +309,90 @@ for _name, _function, _summary in (
     ("health", "context_health", "Session issues, history validation and the store's state."),
     ("config", "context_config", "The effective configuration and any warnings from loading it."),
 ):
-    panel = _STORE if _name in ("storage", "artifacts") else _PLAN if _name in _PLAN_COMMANDS else _INSPECT
-    app.command(_name, rich_help_panel=panel)(_read_command(_name, _function, _summary))
+    _panel = _STORE if _name in ("storage", "artifacts") else _PLAN if _name in _PLAN_COMMANDS else _INSPECT
+    _session_command(_name, panel=_panel, summary=_summary)(_read_action(_function))
 
 
-@app.command("compact", rich_help_panel=_PLAN)
-def compact_command(
-    session: SessionArgument,
-    *,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run/--write", help="Only show what compaction would do (the default).")
-    ] = True,
-    store: StoreOption = None,
-    no_store: NoStoreOption = False,
-    model: ModelOption = None,
-    window: WindowOption = None,
-    max_tokens: MaxTokensOption = None,
-    leaf: LeafOption = None,
-    config: ConfigOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """What compaction would do now (the same as compact-preview). Needs --model and --window."""
+def _refuse_write(dry_run: bool) -> bool:
     if not dry_run:
         # plans are projections; the session is canonical and only the host compacts it
         raise _fail("compact-write-unsupported", "ds4-context never rewrites a session; use --dry-run")
-    _run(
-        _workspace(
-            session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens,
-            leaf=leaf, config=config,
+    return dry_run
+
+
+@_session_command("compact", panel=_PLAN)
+def compact_command(
+    workspace: "ContextWorkspace",
+    *,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run/--write",
+            help="Only show what compaction would do (the default).",
+            callback=_refuse_write,
         ),
-        lambda workspace: _commands().context_compact_preview(workspace),
-        as_json,
-    )  # fmt: skip
+    ] = True,
+) -> msgspec.Struct:
+    """What compaction would do now (the same as compact-preview). Needs --model and --window."""
+    del dry_run  # --write never gets here
+    return _commands().context_compact_preview(workspace)  # type: ignore[no-any-return]
 
 
-@app.command("explain", rich_help_panel=_PLAN)
+@_session_command("explain", panel=_PLAN)
 def explain_command(
-    session: SessionArgument,
+    workspace: "ContextWorkspace",
     message_id: Annotated[str, typer.Argument(help="A message id or a bare entry id.")],
-    *,
-    store: StoreOption = None,
-    no_store: NoStoreOption = False,
-    model: ModelOption = None,
-    window: WindowOption = None,
-    max_tokens: MaxTokensOption = None,
-    leaf: LeafOption = None,
-    config: ConfigOption = None,
-    as_json: JsonOption = False,
-) -> None:
+) -> msgspec.Struct:
     """Why one message is in the plan, replaced by a receipt, trimmed, or left out."""
-    _run(
-        _workspace(
-            session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens,
-            leaf=leaf, config=config,
-        ),
-        lambda workspace: _commands().context_explain(workspace, message_id),
-        as_json,
-    )  # fmt: skip
+    return _commands().context_explain(workspace, message_id)  # type: ignore[no-any-return]
 
 
-@app.command("restore", rich_help_panel=_PLAN)
+@_session_command("restore", panel=_PLAN)
 def restore_command(
-    session: SessionArgument,
+    workspace: "ContextWorkspace",
     message_id: Annotated[str, typer.Argument(help="A receipt id, a trimmed message id or any message id.")],
-    *,
-    store: StoreOption = None,
-    no_store: NoStoreOption = False,
-    model: ModelOption = None,
-    window: WindowOption = None,
-    max_tokens: MaxTokensOption = None,
-    leaf: LeafOption = None,
-    config: ConfigOption = None,
-    as_json: JsonOption = False,
-) -> None:
+) -> msgspec.Struct:
     """Show the originals behind a receipt or trimmed result (read-only, 4,000 characters each)."""
-    _run(
-        _workspace(
-            session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens,
-            leaf=leaf, config=config,
-        ),
-        lambda workspace: _commands().context_restore(workspace, message_id),
-        as_json,
-    )  # fmt: skip
+    return _commands().context_restore(workspace, message_id)  # type: ignore[no-any-return]
 
 
-@app.command("pin", rich_help_panel=_CHANGE)
+@_session_command("pin", panel=_CHANGE, options=_STORE_ONLY)
 def pin_command(
-    session: SessionArgument,
+    workspace: "ContextWorkspace",
     entry_id: Annotated[str, typer.Argument(help="The entry to keep in every plan.")],
     *,
     label: Annotated[str | None, typer.Option("--label", help="A short label for the pin.")] = None,
-    store: StoreOption = None,
-    no_store: NoStoreOption = False,
-    as_json: JsonOption = False,
-) -> None:
+) -> msgspec.Struct:
     """Pin an entry (appends a ds4-context.pin custom entry to the session)."""
-    _run(
-        _workspace(session, store=store, no_store=no_store),
-        lambda workspace: _commands().context_pin(workspace, entry_id, label=label),
-        as_json,
-    )
+    return _commands().context_pin(workspace, entry_id, label=label)  # type: ignore[no-any-return]
 
 
-@app.command("unpin", rich_help_panel=_CHANGE)
+@_session_command("unpin", panel=_CHANGE, options=_STORE_ONLY)
 def unpin_command(
-    session: SessionArgument,
+    workspace: "ContextWorkspace",
     entry_id: Annotated[str, typer.Argument(help="A pinned entry id.")],
-    *,
-    store: StoreOption = None,
-    no_store: NoStoreOption = False,
-    as_json: JsonOption = False,
-) -> None:
+) -> msgspec.Struct:
     """Remove a pin (appends a ds4-context.unpin custom entry to the session)."""
-    _run(
-        _workspace(session, store=store, no_store=no_store),
-        lambda workspace: _commands().context_unpin(workspace, entry_id),
-        as_json,
-    )
+    return _commands().context_unpin(workspace, entry_id)  # type: ignore[no-any-return]
 
 
-@app.command("memory", rich_help_panel=_CHANGE)
+@_session_command("memory", panel=_CHANGE, options=_STORE_ONLY)
 def memory_command(
-    session: SessionArgument,
+    workspace: "ContextWorkspace",
     *,
     add: Annotated[str | None, typer.Option("--add", help="Remember this text in every plan.")] = None,
     remove: Annotated[
         str | None, typer.Option("--remove", help="Forget the memory item with this id.")
     ] = None,
-    store: StoreOption = None,
-    no_store: NoStoreOption = False,
-    as_json: JsonOption = False,
-) -> None:
+) -> msgspec.Struct:
     """List memory items, or add or remove one (as custom entries in the session)."""
-    _run(
-        _workspace(session, store=store, no_store=no_store),
-        lambda workspace: _commands().context_memory(workspace, add=add, remove=remove),
-        as_json,
-    )
+    return _commands().context_memory(workspace, add=add, remove=remove)  # type: ignore[no-any-return]
 
 
-@app.command("rebuild-index", rich_help_panel=_STORE)
-def rebuild_index_command(
-    session: SessionArgument, store: StoreOption = None, as_json: JsonOption = False
-) -> None:
+@_session_command("rebuild-index", panel=_STORE, options=("store",))
+def rebuild_index_command(workspace: "ContextWorkspace") -> msgspec.Struct:
     """Delete what the store derived from this session and replay the session file."""
-    _run(
-        _workspace(session, store=store, no_store=False),
-        lambda workspace: _commands().context_rebuild_index(workspace),
-        as_json,
-    )
+    return _commands().context_rebuild_index(workspace)  # type: ignore[no-any-return]
 
 
 @app.command("index", rich_help_panel=_STORE)
@@ -452,48 +440,18 @@ def index_command(
     _console().print(table)
 
 
-@app.command("plan", rich_help_panel=_START)
-def plan_command(
-    session: SessionArgument,
-    *,
-    model: Annotated[str, typer.Option("--model", help="provider:model", show_default=False)],
-    window: Annotated[
-        int, typer.Option("--window", min=1, help="Context window in tokens.", show_default=False)
-    ],
-    max_tokens: MaxTokensOption = None,
-    store: StoreOption = None,
-    no_store: NoStoreOption = False,
-    leaf: LeafOption = None,
-    config: ConfigOption = None,
-    retrieve: Annotated[
-        int | None,
-        typer.Option(
-            "--retrieve",
-            min=0,
-            help="At most this many cut messages matching the last request come back (0: none; default 4).",
-            show_default=False,
-        ),
-    ] = None,
-    digest: Annotated[
-        bool,
-        typer.Option(
-            "--digest/--no-digest",
-            help="Put a task digest (request, instructions, files, tools) of what the plan cuts in front.",
-        ),
-    ] = True,
-    as_json: JsonOption = False,
-) -> None:
+def _print_planned(workspace: "ContextWorkspace", plan: Any, as_json: bool) -> None:
+    if as_json:
+        body = {"manifest": plan.manifest, "budget": plan.budget, "items": plan.items}
+        typer.echo(msgspec.json.encode(body, order="sorted").decode())
+        return
+    _print_plan(_console(), workspace, plan)
+
+
+@_session_command("plan", panel=_START, options=(*_PLANNING, "retrieve", "digest"), printer=_print_planned)
+def plan_command(workspace: "ContextWorkspace") -> Any:
     """Plan the session for a model: what is kept, trimmed, receipted and left out, and why."""
-    with _workspace(
-        session, store=store, no_store=no_store, model=model, window=window, max_tokens=max_tokens, leaf=leaf,
-        config=config, retrieve=retrieve, digest=digest,
-    ) as workspace:  # fmt: skip
-        plan = _guard(workspace.plan)
-        if as_json:
-            body = {"manifest": plan.manifest, "budget": plan.budget, "items": plan.items}
-            typer.echo(msgspec.json.encode(body, order="sorted").decode())
-            return
-        _print_plan(_console(), workspace, plan)
+    return workspace.plan()
 
 
 def _short(message_id: str) -> str:
