@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperGroup
 
 from ds4_context_core import Ds4ContextError, ModelDescriptor
 
@@ -30,17 +31,48 @@ from ._version import __version__
 if TYPE_CHECKING:
     from .commands import ContextWorkspace
 
-__all__ = ["DEMO_WINDOW_TOKENS", "EXIT_ERROR", "app", "main"]
+__all__ = ["DEMO_WINDOW_TOKENS", "EXIT_ERROR", "EXIT_FAILED", "EXIT_FALLBACK", "EXIT_USAGE", "app", "main"]
 
+EXIT_FAILED: Final = 1
 EXIT_ERROR: Final = 2
+EXIT_FALLBACK: Final = 3
+EXIT_USAGE: Final = 64
 DEMO_WINDOW_TOKENS: Final = 20_000
 _DEMO_PANEL_LINES: Final = 24
 _DEMO_RESTORE_ROWS: Final = 8
 _DEMO_WINDOW_CANDIDATES: Final = (20_000, 24_000, 16_000, 28_000, 32_000, 40_000, 48_000)
 _R = TypeVar("_R")
 
+# click's UsageError, found through typer's public BadParameter (typer may vendor click or use it)
+_UsageError: Final[type[Exception]] = next(
+    base for base in typer.BadParameter.__mro__ if base.__name__ == "UsageError"
+)
+
+
+@contextmanager
+def _usage_status() -> Iterator[None]:
+    try:
+        yield
+    except _UsageError as error:
+        error.exit_code = EXIT_USAGE  # type: ignore[attr-defined] # click says 2; ds4-context keeps 2 for coded errors
+        raise
+
+
+class _Group(TyperGroup):
+    """The root group: a command line click cannot parse exits with :data:`EXIT_USAGE`."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with _usage_status():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _usage_status():
+            return super().invoke(ctx)
+
+
 app = typer.Typer(
     name="ds4-context",
+    cls=_Group,
     no_args_is_help=True,
     add_completion=False,
     help="Context management for agent hosts: inspect, plan and restore Pi session files.",
@@ -104,9 +136,14 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
-def _fail(code: str, message: str) -> typer.Exit:
+def _fail(code: str, message: str, status: int = EXIT_ERROR) -> typer.Exit:
     typer.echo(f"error [{code}]: {message}", err=True)
-    return typer.Exit(EXIT_ERROR)
+    return typer.Exit(status)
+
+
+def _usage(code: str, message: str) -> typer.Exit:
+    """A command line that cannot work as written: one line, exit :data:`EXIT_USAGE`."""
+    return _fail(code, message, EXIT_USAGE)
 
 
 def _guard(action: Callable[[], _R]) -> _R:
@@ -118,25 +155,33 @@ def _guard(action: Callable[[], _R]) -> _R:
         raise _fail("file-unreadable", error.strerror or "cannot read a file") from None
 
 
-def _model(
-    reference: str | None, window: int | None, max_tokens: int | None, workspace_model: Any = None
-) -> Any:
-    if reference is None and window is None:
+def _model_reference(reference: str | None, window: int | None) -> tuple[str, str] | None:
+    """``--model`` parsed, checked before anything is opened: a usage error needs no session to be read."""
+    if reference is None:
         return None
     if window is None:
-        raise _fail("window-required", "--model needs --window N (the context window in tokens)")
-    if reference is None:
-        provider, model_id = workspace_model if workspace_model else (None, None)
-        if not provider or not model_id:
-            raise _fail("model-required", "the session names no model; pass --model provider:model")
-    else:
-        from .providers import ModelReferenceError, parse_model_reference  # noqa: PLC0415 - only when asked
+        raise _usage("window-required", "--model needs --window N (the context window in tokens)")
+    from .providers import ModelReferenceError, parse_model_reference  # noqa: PLC0415 - only when asked
 
-        try:
-            parsed = parse_model_reference(reference)
-        except ModelReferenceError as error:
-            raise _fail(error.code, "the model must be written provider:model") from None
-        provider, model_id = parsed.provider, parsed.model
+    try:
+        parsed = parse_model_reference(reference)
+    except ModelReferenceError as error:
+        raise _usage(error.code, "the model must be written provider:model") from None
+    return parsed.provider, parsed.model
+
+
+def _model(
+    reference: tuple[str, str] | None,
+    window: int | None,
+    max_tokens: int | None,
+    workspace_model: tuple[str | None, str | None],
+) -> Any:
+    """The model to plan for: ``--model``, else the one the session records; ``None`` without ``--window``."""
+    if window is None:
+        return None
+    provider, model_id = reference or workspace_model
+    if not provider or not model_id:
+        raise _usage("model-required", "the session names no model; pass --model provider:model")
     return ModelDescriptor(
         provider=provider, id=model_id, context_window=window, max_tokens=max_tokens or max(1, window // 8)
     )
@@ -165,6 +210,7 @@ def _workspace(
     retrieve: int | None = None,
     digest: bool = True,
 ) -> Iterator["ContextWorkspace"]:
+    reference = _model_reference(model, window)
     settings = _load_config(config)
     commands = _commands()
     hits = commands.RETRIEVAL_HITS_DEFAULT if retrieve is None else retrieve
@@ -175,7 +221,7 @@ def _workspace(
             task_digest=digest,
         )  # fmt: skip
         context = workspace.context
-        workspace.model = _model(model, window, max_tokens, (context.provider, context.model_id))
+        workspace.model = _model(reference, window, max_tokens, (context.provider, context.model_id))
         return workspace
 
     workspace = _guard(open_workspace)
@@ -183,6 +229,16 @@ def _workspace(
         yield workspace
     finally:
         workspace.close()
+
+
+def _echo_json(command: str, body: Any) -> None:
+    """Print ``body`` in the one ``--json`` convention: snake_case, every field, a ``command`` key."""
+    from .commands._render import json_data  # noqa: PLC0415 - with the commands, on first use
+
+    data = json_data(body)
+    if not isinstance(data, dict):
+        raise TypeError("a command's JSON is an object")
+    typer.echo(msgspec.json.encode({**data, "command": command}, order="sorted").decode())
 
 
 def _emit(result: msgspec.Struct, as_json: bool) -> None:
@@ -316,7 +372,7 @@ for _name, _function, _summary in (
 def _refuse_write(dry_run: bool) -> bool:
     if not dry_run:
         # plans are projections; the session is canonical and only the host compacts it
-        raise _fail("compact-write-unsupported", "ds4-context never rewrites a session; use --dry-run")
+        raise _usage("compact-write-unsupported", "ds4-context never rewrites a session; use --dry-run")
     return dry_run
 
 
@@ -427,7 +483,7 @@ def index_command(
     finally:
         derived.close()
     if as_json:
-        typer.echo(msgspec.json.encode(reports, order="sorted").decode())
+        _echo_json("index", {"reports": reports})
         return
     table = Table(title="index", title_justify="left")
     for column in ("session", "mode", "entries indexed", "offset", "artifacts", "issues"):
@@ -442,10 +498,21 @@ def index_command(
 
 def _print_planned(workspace: "ContextWorkspace", plan: Any, as_json: bool) -> None:
     if as_json:
-        body = {"manifest": plan.manifest, "budget": plan.budget, "items": plan.items}
-        typer.echo(msgspec.json.encode(body, order="sorted").decode())
-        return
-    _print_plan(_console(), workspace, plan)
+        model = workspace.model
+        body = {
+            "model": f"{model.provider}:{model.id}" if model else None,
+            "manifest": plan.manifest,
+            "budget": plan.budget,
+            "items": plan.items,
+        }
+        _echo_json("plan", body)
+    else:
+        _print_plan(_console(), workspace, plan)
+    fallback = plan.manifest.fallback
+    if fallback is not None:
+        # the plan is printed either way; a script must still be able to tell it did not fit
+        typer.echo(f"warning [{fallback.code}]: the planner fell back ({fallback.mode})", err=True)
+        raise typer.Exit(EXIT_FALLBACK)
 
 
 @_session_command("plan", panel=_START, options=(*_PLANNING, "retrieve", "digest"), printer=_print_planned)
@@ -485,7 +552,8 @@ def _print_plan(console: Console, workspace: "ContextWorkspace", plan: Any) -> N
     console.print(table)
     if manifest.receipts:
         receipts = Table(title="receipted (whole read-only steps replaced; restorable)", title_justify="left")
-        for column in ("receipt", "originals", "original tokens", "receipt tokens"):
+        receipts.add_column("receipt", overflow="fold")
+        for column in ("originals", "original tokens", "receipt tokens"):
             receipts.add_column(column)
         for record in manifest.receipts:
             receipts.add_row(
@@ -495,8 +563,11 @@ def _print_plan(console: Console, workspace: "ContextWorkspace", plan: Any) -> N
         console.print(receipts)
     if manifest.exclusions:
         left = Table(title="left out", title_justify="left")
-        for column in ("why", "messages", "tokens", "from", "to"):
+        for column in ("why", "messages", "tokens"):
             left.add_column(column)
+        for column in ("from", "to"):
+            # an id is never cut: two ids may differ only in their last characters
+            left.add_column(column, overflow="fold")
         for exclusion in manifest.exclusions:
             left.add_row(
                 exclusion.reason, str(exclusion.count), f"{exclusion.tokens:,}",
@@ -517,11 +588,11 @@ def conformance_command(
     """Run the runtime-adapter conformance kit (seven checks) and print the report."""
     report = _run_conformance(target, backend)
     if as_json:
-        typer.echo(msgspec.json.encode(report, order="sorted").decode())
+        _echo_json("conformance", report)
     else:
         _print_conformance(_console(), report)
     if not report.passed:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def _run_conformance(target: str | None, backend: str) -> Any:
@@ -533,7 +604,9 @@ def _run_conformance(target: str | None, backend: str) -> Any:
     from .pi import pi_session_conformance_factory  # noqa: PLC0415
 
     if backend not in ("asyncio", "trio"):
-        raise _fail("backend-unknown", "--backend must be asyncio or trio")
+        raise _usage("backend-unknown", "--backend must be asyncio or trio")
+    if backend == "trio" and not _trio_installed():
+        raise _fail("backend-unavailable", "--backend trio needs the trio package (pip install trio)")
     factory = (
         pi_session_conformance_factory()
         if target is None
@@ -541,6 +614,14 @@ def _run_conformance(target: str | None, backend: str) -> Any:
     )
     selected: Literal["asyncio", "trio"] = "trio" if backend == "trio" else "asyncio"
     return run_runtime_adapter_conformance_sync(factory, backend=selected)
+
+
+def _trio_installed() -> bool:
+    try:
+        import trio  # noqa: F401, PLC0415 - only asked whether it is there
+    except ImportError:
+        return False
+    return True
 
 
 def _print_conformance(console: Console, report: Any) -> None:
@@ -613,10 +694,10 @@ def _demo(window: int | None, keep: Path | None, as_json: bool) -> None:
                     "directory": str(root),
                     "kept": keep is not None,
                     "session": str(session),
-                    "manifest": msgspec.to_builtins(plan.manifest),
-                    "items": msgspec.to_builtins(plan.items),
-                    "restored": None if restored is None else msgspec.to_builtins(restored),
-                    "conformance": msgspec.to_builtins(report),
+                    "manifest": plan.manifest,
+                    "items": plan.items,
+                    "restored": restored,
+                    "conformance": report,
                 }
                 if not as_json:
                     progress.stop()
@@ -635,7 +716,7 @@ def _demo(window: int | None, keep: Path | None, as_json: bool) -> None:
         if keep is None:
             shutil.rmtree(root, ignore_errors=True)
     if as_json:
-        typer.echo(json.dumps(summary, sort_keys=True))
+        _echo_json("demo", summary)
 
 
 def _demo_model(commands: Any, window: int) -> ModelDescriptor:
@@ -709,10 +790,10 @@ def _print_demo(
         )
     if restored is not None:
         console.rule("restore")
-        is_receipt = restored.receipt_id in {record.receipt_id for record in plan.manifest.receipts}
+        is_receipt = restored.kind == "receipt"
         kind = "Receipt" if is_receipt else "Trimmed tool result"
         console.print(
-            f"{kind} {escape(_short(restored.receipt_id))} stands for {len(restored.messages)} original "
+            f"{kind} {escape(_short(restored.restored_id))} stands for {len(restored.messages)} original "
             "message(s). The originals, read back from the session (nothing was lost):"
         )
         table = Table(show_header=True)
@@ -726,7 +807,7 @@ def _print_demo(
         if hidden > 0:
             table.add_row("...", "", f"and {hidden} more (ds4-context restore SESSION ID shows them all)")
         console.print(table)
-        shown = next((m for m in plan.messages if m.id == restored.receipt_id), None)
+        shown = next((m for m in plan.messages if m.id == restored.restored_id), None)
         if shown is not None:
             text = "\n".join(
                 str(getattr(block, "text", None) or getattr(block, "content", "")) for block in shown.blocks
@@ -755,8 +836,21 @@ def version() -> None:
     typer.echo(__version__)
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(__version__)
+        raise typer.Exit
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the installed version and exit."
+        ),
+    ] = False,
+) -> None:
     """Context management for agent hosts."""
 
 

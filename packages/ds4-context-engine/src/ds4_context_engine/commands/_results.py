@@ -249,8 +249,16 @@ class RestoredMessage(_Result, frozen=True):
 
 
 class RestoreResult(_Result, frozen=True):
-    receipt_id: str
+    """``restored_id`` is the full id asked for; ``kind`` is its plan item kind (``receipt``,
+    ``trimmed-tool-result``, ``summary``, ...) or ``not-in-plan``; ``receipt_id`` is set for receipts
+    only. ``original_tokens`` is what the originals weigh, ``planned_tokens`` what stands for them in the
+    plan (0 when nothing does)."""
+
+    restored_id: str
+    kind: str
+    receipt_id: str | None
     original_tokens: int
+    planned_tokens: int
     messages: tuple[RestoredMessage, ...]
     command: str = "restore"
 
