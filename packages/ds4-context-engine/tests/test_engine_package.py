@@ -111,3 +111,29 @@ def test_public_exceptions_name_their_public_module():
     assert repr(runtime.SandboxPolicyError("sandbox-path-denied", "refused")).startswith(
         "SandboxPolicyError("
     )
+
+
+@pytest.mark.parametrize("argument", ["version", "--version"])
+def test_the_version_command_loads_neither_typer_nor_core(argument):
+    # start-up is the whole cost of a short command: `version` must not pay for the CLI it does not use
+    code = (
+        "import sys\n"
+        f"sys.argv = ['ds4-context', {argument!r}]\n"
+        "from ds4_context_engine.cli import main\n"
+        "main()\n"
+        "loaded = {'typer', 'rich', 'pydantic', 'msgspec', 'ds4_context_core'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert result.stdout == ds4_context_engine.__version__ + "\n"
+
+
+def test_the_exceptions_import_on_first_use_and_are_the_public_classes():
+    code = (
+        "import sys, ds4_context_engine as e\n"
+        "assert 'ds4_context_core' not in sys.modules\n"
+        "from ds4_context_engine import PiSessionError\n"
+        "from ds4_context_engine._exceptions import PiSessionError as defined\n"
+        "assert PiSessionError is defined and 'ds4_context_core' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
