@@ -399,3 +399,23 @@ def test_a_failing_conformance_run_exits_1(tmp_path, monkeypatch):
     result = _run("conformance", "broken_factory:FACTORY", "--json")
     assert result.exit_code == EXIT_FAILED
     assert json.loads(result.output)["passed"] is False
+
+
+def test_config_mistakes_are_reported_on_stderr_with_codes_and_no_values(coding, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps({"budget": {"hard_limit_ratio": 7.5}, "planer": {"secret-looking": "sk-not-echoed"}}),
+        encoding="utf-8",
+    )
+    result = _run("status", coding, "--no-store", "--config", config, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["command"] == "status"  # stdout stays one JSON document
+    lines = result.stderr.splitlines()
+    assert any(line.startswith("warning [config-key-unknown]: planer") for line in lines)
+    assert next(line for line in lines if "budget.hard_limit_ratio" in line).startswith("warning [config-")
+    assert "sk-not-echoed" not in result.stderr
+    assert "7.5" not in result.stderr
+    listed = json.loads(_run("config", coding, "--no-store", "--config", config, "--json").stdout)
+    assert len(listed["warnings"]) == len(lines)
+    clean = _run("status", coding, "--no-store", "--json")
+    assert clean.stderr == ""

@@ -217,6 +217,7 @@ def _workspace(
         return workspace
 
     workspace = _guard(open_workspace)
+    _warn_config(workspace)
     try:
         yield workspace
     finally:
@@ -231,6 +232,15 @@ def _echo_json(command: str, body: Any) -> None:
     if not isinstance(data, dict):
         raise TypeError("a command's JSON is an object")
     typer.echo(msgspec.json.encode({**data, "command": command}, order="sorted").decode())
+
+
+def _warn_config(workspace: "ContextWorkspace") -> None:
+    """Each part of the config that was rejected (and replaced by its default), one line on stderr.
+
+    The lines name the key path and a fixed word, never a value; ``ds4-context config`` lists them too.
+    """
+    for warning in workspace.config_result.warnings:
+        typer.echo(f"warning [{warning.code}]: {warning.path or '-'}: {warning.detail}", err=True)
 
 
 def _emit(result: msgspec.Struct, as_json: bool) -> None:
