@@ -34,7 +34,8 @@ TEST_REQUIREMENTS = ("pytest>=8", "hypothesis>=6.100", "trio>=0.25", "pytest-tim
 EXTRA_TEST_REQUIREMENTS: dict[str, tuple[str, ...]] = {
     # Interop is checked against the SDKs' own request types and LangChain's message classes.
     "ds4-context-core": ("openai>=1.40", "anthropic>=0.34", "langchain-core>=0.3"),
-    "ds4-context-engine": ("openai>=1.40", "anthropic>=0.34"),
+    # The CLI's --json outputs are validated against their JSON Schemas (docs/engine/json-schemas/).
+    "ds4-context-engine": ("openai>=1.40", "anthropic>=0.34", "jsonschema>=4.18"),
 }
 # The installed-artifact tests run with this configuration only, far from the root pyproject.
 ARTIFACT_PYTEST_INI = """\

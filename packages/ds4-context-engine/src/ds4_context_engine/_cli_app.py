@@ -193,7 +193,7 @@ def _workspace(
     session: Path,
     *,
     store: Path | None,
-    no_store: bool,
+    no_store: bool = False,
     model: str | None = None,
     window: int | None = None,
     max_tokens: int | None = None,
@@ -493,7 +493,9 @@ def index_command(
     finally:
         derived.close()
     if as_json:
-        _echo_json("index", {"reports": reports})
+        from ._cli_json import IndexOutput  # noqa: PLC0415 - with the store, on first use
+
+        _echo_json("index", IndexOutput(reports=tuple(reports)))
         return
     table = Table(title="index", title_justify="left")
     for column in ("session", "mode", "entries indexed", "offset", "artifacts", "issues"):
@@ -508,13 +510,15 @@ def index_command(
 
 def _print_planned(workspace: "ContextWorkspace", plan: Any, as_json: bool) -> None:
     if as_json:
+        from ._cli_json import PlanOutput  # noqa: PLC0415 - with the planner, on first use
+
         model = workspace.model
-        body = {
-            "model": f"{model.provider}:{model.id}" if model else None,
-            "manifest": plan.manifest,
-            "budget": plan.budget,
-            "items": plan.items,
-        }
+        body = PlanOutput(
+            model=f"{model.provider}:{model.id}" if model else None,
+            manifest=plan.manifest,
+            budget=plan.budget,
+            items=plan.items,
+        )
         _echo_json("plan", body)
     else:
         _print_plan(_console(), workspace, plan)
@@ -672,7 +676,9 @@ def _demo(window: int | None, keep: Path | None, as_json: bool) -> None:
     )
     if keep is not None:
         root.mkdir(mode=0o700, parents=True)
-    summary: dict[str, Any] = {}
+    from ._cli_json import DemoOutput  # noqa: PLC0415 - the demo only
+
+    summary: DemoOutput | None = None
     try:
         from rich.progress import Progress, SpinnerColumn, TextColumn  # noqa: PLC0415 - the demo only
 
@@ -702,15 +708,15 @@ def _demo(window: int | None, keep: Path | None, as_json: bool) -> None:
                     restored = commands.context_restore(workspace, target)
                 progress.update(step, description="running the conformance kit")
                 report = _run_conformance(None, "asyncio")
-                summary = {
-                    "directory": str(root),
-                    "kept": keep is not None,
-                    "session": str(session),
-                    "manifest": plan.manifest,
-                    "items": plan.items,
-                    "restored": restored,
-                    "conformance": report,
-                }
+                summary = DemoOutput(
+                    directory=str(root),
+                    kept=keep is not None,
+                    session=str(session),
+                    manifest=plan.manifest,
+                    items=plan.items,
+                    restored=restored,
+                    conformance=report,
+                )
                 if not as_json:
                     progress.stop()
                     _print_demo(
@@ -728,6 +734,8 @@ def _demo(window: int | None, keep: Path | None, as_json: bool) -> None:
         if keep is None:
             shutil.rmtree(root, ignore_errors=True)
     if as_json:
+        if summary is None:
+            raise RuntimeError("the demo ended without a summary")
         _echo_json("demo", summary)
 
 

@@ -130,7 +130,11 @@ def json_data(value: Any) -> Any:
     unset value is ``null``, so a reader never has to guess whether a key was left out.
     """
     if isinstance(value, msgspec.Struct):
-        return {name: json_data(getattr(value, name)) for name in value.__struct_fields__}
+        data = {name: json_data(getattr(value, name)) for name in value.__struct_fields__}
+        config = value.__struct_config__
+        if config.tag_field is not None:
+            data[config.tag_field] = config.tag  # a tagged union member says which one it is
+        return data
     if isinstance(value, dict):
         return {str(key): json_data(item) for key, item in value.items()}
     if isinstance(value, list | tuple | frozenset | set):
