@@ -419,3 +419,27 @@ def test_config_mistakes_are_reported_on_stderr_with_codes_and_no_values(coding,
     assert len(listed["warnings"]) == len(lines)
     clean = _run("status", coding, "--no-store", "--json")
     assert clean.stderr == ""
+
+
+def test_plan_and_compact_preview_agree_and_the_plan_counts_add_up(demo_session, tmp_path):
+    model = ["--window", "20000", "--store", tmp_path / "d.sqlite3"]
+    plan = json.loads(_run("plan", demo_session, *model, "--json").stdout)
+    preview = json.loads(_run("compact-preview", demo_session, *model, "--json").stdout)
+    manifest = plan["manifest"]
+    assert preview["receipts"] == [record["receipt_id"] for record in manifest["receipts"]]
+    assert preview["tokens_after"] == manifest["planned_tokens"]
+    trimmed_items = [item for item in plan["items"] if item["kind"] == "trimmed-tool-result"]
+    assert preview["trimmed_in_plan"] == len(trimmed_items)
+    assert preview["trimmed_messages"] == preview["trimmed_in_plan"] + preview["trimmed_in_receipts"]
+    receipted = {source for record in manifest["receipts"] for source in record["original_message_ids"]}
+    trimmed_ids = set(manifest["compaction"]["trimmed_message_ids"])
+    assert preview["trimmed_in_receipts"] == len(trimmed_ids & receipted)
+    # the table: "planned N messages + S supplements" and the kept rows total N + S items
+    table = runner.invoke(app, ["plan", str(demo_session), *map(str, model)], env={"COLUMNS": "200"}).stdout
+    supplements = len(plan["items"]) - manifest["included_messages"]
+    assert supplements >= 1  # the task digest stands for the cut history
+    planned = f"{manifest['included_messages']} messages + {supplements} supplement"
+    assert planned in table
+    total = next(line for line in table.splitlines() if " total " in line)
+    cells = [cell.strip() for cell in total.strip("│┃ ").split("│")]
+    assert cells[-2:] == [str(len(plan["items"])), f"{sum(item['tokens'] for item in plan['items']):,}"]

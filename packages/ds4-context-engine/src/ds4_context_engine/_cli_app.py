@@ -549,7 +549,13 @@ def _print_plan(console: Console, workspace: "ContextWorkspace", plan: Any) -> N
     summary.add_row("model", f"{model.provider}:{model.id}" if model else "-")
     summary.add_row("window / hard limit", f"{budget.context_window:,} / {budget.hard_limit:,} tokens")
     summary.add_row("history", f"{manifest.history_messages} messages, {manifest.native_tokens:,} tokens")
-    summary.add_row("planned", f"{manifest.included_messages} messages, {manifest.planned_tokens:,} tokens")
+    # supplements (task digest, retrieved history, memory) are items but not history messages: say so, so
+    # that the kept table's total (every item) adds up to this line
+    supplements = len(plan.items) - manifest.included_messages
+    extra = f" + {supplements} supplement{'s' if supplements != 1 else ''}" if supplements else ""
+    summary.add_row(
+        "planned", f"{manifest.included_messages} messages{extra}, {manifest.planned_tokens:,} tokens"
+    )
     summary.add_row("saved", f"{manifest.saved_tokens:,} tokens")
     if manifest.fallback is not None:
         summary.add_row("fallback", f"[red]{manifest.fallback.mode}: {manifest.fallback.code}[/red]")
@@ -563,6 +569,8 @@ def _print_plan(console: Console, workspace: "ContextWorkspace", plan: Any) -> N
         table.add_column(column)
     for key, count in sorted(kept.items(), key=lambda pair: -tokens[pair[0]]):
         table.add_row(key[0], key[1], str(count), f"{tokens[key]:,}")
+    table.add_section()
+    table.add_row("total", "", str(len(plan.items)), f"{sum(tokens.values()):,}", style="bold")
     console.print(table)
     if manifest.receipts:
         receipts = Table(title="receipted (whole read-only steps replaced; restorable)", title_justify="left")

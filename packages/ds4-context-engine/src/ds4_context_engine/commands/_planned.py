@@ -172,29 +172,43 @@ def context_explain(workspace: ContextWorkspace, reference: str) -> ExplainResul
 
 
 def context_compact_preview(workspace: ContextWorkspace) -> CompactPreviewResult:
-    """What compaction would do now (dry run: nothing in the plan or the session changes)."""
-    plan = workspace.plan(dry_run=True)
+    """What compaction does in the plan ``plan`` makes now; nothing in the session changes.
+
+    It is the very plan ``/context manifest`` and ``ds4-context plan`` show (not a separate dry-run plan,
+    which would not apply layer 1 first and so cut elsewhere), so receipts and trimmed results agree.
+    ``trimmed_messages`` counts every result layer 1 trimmed; ``trimmed_in_plan`` those still in the plan
+    as trimmed results and ``trimmed_in_receipts`` those a layer-2 receipt then replaced: the two add up.
+    """
+    plan = workspace.plan()
     report = plan.manifest.compaction
+    receipt_ids = {record.receipt_id for record in plan.manifest.receipts}
     receipt_texts = tuple(
         "\n".join(block.text for block in message.blocks if isinstance(block, TextBlock))
         for message in plan.messages
-        if message.id in {record.receipt_id for record in plan.manifest.receipts}
+        if message.id in receipt_ids
     )
+    trimmed_in_plan = sum(1 for item in plan.items if item.kind == "trimmed-tool-result")
     if report is None:
         return CompactPreviewResult(
             dry_run=True,
             tokens_before=plan.manifest.native_tokens,
             tokens_after=plan.manifest.planned_tokens,
-            trimmed_messages=0,
+            trimmed_messages=trimmed_in_plan,
+            trimmed_in_plan=trimmed_in_plan,
+            trimmed_in_receipts=0,
+            dropped_messages=0,
             receipts=(),
             gate_exclusions={},
             receipt_texts=receipt_texts,
         )
     return CompactPreviewResult(
-        dry_run=report.dry_run,
+        dry_run=True,
         tokens_before=report.tokens_before,
         tokens_after=report.tokens_after,
         trimmed_messages=len(report.trimmed_message_ids),
+        trimmed_in_plan=trimmed_in_plan,
+        trimmed_in_receipts=len(report.trimmed_message_ids) - trimmed_in_plan,
+        dropped_messages=report.dropped_messages,
         receipts=report.receipt_ids,
         gate_exclusions={gate.gate: gate.count for gate in report.gate_exclusions},
         receipt_texts=receipt_texts,

@@ -231,10 +231,16 @@ class ModelResult(_Result, frozen=True):
 
 
 class CompactPreviewResult(_Result, frozen=True):
+    """``dry_run`` is always true: a preview never rewrites the session. The counts are those of the plan
+    ``plan`` makes; ``trimmed_messages == trimmed_in_plan + trimmed_in_receipts``."""
+
     dry_run: bool
     tokens_before: int
     tokens_after: int
     trimmed_messages: int
+    trimmed_in_plan: int
+    trimmed_in_receipts: int
+    dropped_messages: int
     receipts: tuple[str, ...]
     gate_exclusions: dict[str, int]
     receipt_texts: tuple[str, ...]
