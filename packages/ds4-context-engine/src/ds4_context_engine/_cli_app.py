@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["app"]
 
+_BAR_WIDTH: Final = 60
 _DEMO_PANEL_LINES: Final = 24
 _DEMO_RESTORE_ROWS: Final = 8
 _DEMO_WINDOW_CANDIDATES: Final = (20_000, 24_000, 16_000, 28_000, 32_000, 40_000, 48_000)
@@ -532,7 +533,11 @@ def _print_planned(workspace: "ContextWorkspace", plan: Any, as_json: bool) -> N
 @_session_command("plan", panel=_START, options=(*_PLANNING, "retrieve", "digest"), printer=_print_planned)
 def plan_command(workspace: "ContextWorkspace") -> Any:
     """Plan the session for a model: what is kept, trimmed, receipted and left out, and why."""
-    return workspace.plan()
+    progress = Console(stderr=True)
+    if not progress.is_terminal:  # a pipe or a log gets the result only
+        return workspace.plan()
+    with progress.status(f"planning {len(workspace.context.messages):,} messages", spinner="dots"):
+        return workspace.plan()
 
 
 def _short(message_id: str) -> str:
@@ -560,6 +565,11 @@ def _print_plan(console: Console, workspace: "ContextWorkspace", plan: Any) -> N
     if manifest.fallback is not None:
         summary.add_row("fallback", f"[red]{manifest.fallback.mode}: {manifest.fallback.code}[/red]")
     console.print(summary)
+    from ._cli_bars import composition, render_bar  # noqa: PLC0415 - tables only
+
+    parts = composition(plan.items, window=budget.context_window, output_reserve=budget.output_reserve)
+    console.print(f"window ({budget.context_window:,} tokens)", style="bold")
+    console.print(render_bar(parts, _BAR_WIDTH, window=budget.context_window))
     kept = Counter((item.kind, item.reason) for item in plan.items)
     tokens: Counter[tuple[str, str]] = Counter()
     for item in plan.items:
