@@ -70,3 +70,13 @@ def test_planning_into_a_pipe_shows_no_spinner(tmp_path):
     session = write_demo_session(tmp_path / "demo.jsonl", cwd=str(tmp_path))
     result = CliRunner().invoke(app, ["plan", str(session), "--window", "20000", "--no-store", "--json"])
     assert (result.exit_code, result.stderr) == (0, "")
+
+
+def test_status_draws_the_bar_when_there_is_a_window_to_plan_for(tmp_path):
+    session = write_demo_session(tmp_path / "demo.jsonl", cwd=str(tmp_path))
+    runner = CliRunner()
+    planned = runner.invoke(app, ["status", str(session), "--no-store", "--window", "20000"]).stdout
+    assert "window (20,000 tokens)" in planned
+    assert "█ free: " in planned
+    plain = runner.invoke(app, ["status", str(session), "--no-store"]).stdout
+    assert "window (" not in plain

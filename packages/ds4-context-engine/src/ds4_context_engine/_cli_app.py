@@ -288,6 +288,24 @@ def _print_result(workspace: "ContextWorkspace", result: Any, as_json: bool) -> 
     _emit(result, as_json)
 
 
+def _print_status(workspace: "ContextWorkspace", result: Any, as_json: bool) -> None:
+    """The status tables and, when there is a model to plan for (``--window``), the plan's composition."""
+    _emit(result, as_json)
+    if as_json or workspace.model is None:
+        return
+    plan = _guard(workspace.plan)
+    _print_composition(_console(), plan)
+
+
+def _print_composition(console: Console, plan: Any) -> None:
+    from ._cli_bars import composition, render_bar  # noqa: PLC0415 - tables only
+
+    budget = plan.budget
+    parts = composition(plan.items, window=budget.context_window, output_reserve=budget.output_reserve)
+    console.print(f"window ({budget.context_window:,} tokens)", style="bold")
+    console.print(render_bar(parts, _BAR_WIDTH, window=budget.context_window))
+
+
 def _session_command(
     name: str,
     *,
@@ -369,7 +387,8 @@ for _name, _function, _summary in (
     ("config", "context_config", "The effective configuration and any warnings from loading it."),
 ):
     _panel = _STORE if _name in ("storage", "artifacts") else _PLAN if _name in _PLAN_COMMANDS else _INSPECT
-    _session_command(_name, panel=_panel, summary=_summary)(_read_action(_function))
+    _printer = _print_status if _name == "status" else _print_result
+    _session_command(_name, panel=_panel, summary=_summary, printer=_printer)(_read_action(_function))
 
 
 def _refuse_write(dry_run: bool) -> bool:
@@ -565,11 +584,7 @@ def _print_plan(console: Console, workspace: "ContextWorkspace", plan: Any) -> N
     if manifest.fallback is not None:
         summary.add_row("fallback", f"[red]{manifest.fallback.mode}: {manifest.fallback.code}[/red]")
     console.print(summary)
-    from ._cli_bars import composition, render_bar  # noqa: PLC0415 - tables only
-
-    parts = composition(plan.items, window=budget.context_window, output_reserve=budget.output_reserve)
-    console.print(f"window ({budget.context_window:,} tokens)", style="bold")
-    console.print(render_bar(parts, _BAR_WIDTH, window=budget.context_window))
+    _print_composition(console, plan)
     kept = Counter((item.kind, item.reason) for item in plan.items)
     tokens: Counter[tuple[str, str]] = Counter()
     for item in plan.items:
