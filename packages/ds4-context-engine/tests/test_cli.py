@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from ds4_context_engine import __version__
-from ds4_context_engine.cli import app
+from ds4_context_engine.cli import EXIT_ERROR, EXIT_FAILED, EXIT_FALLBACK, EXIT_USAGE, app
 from ds4_context_engine.commands import write_demo_session
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi"
@@ -103,7 +104,8 @@ def test_plan_shows_kept_receipted_and_left_out(demo_session, tmp_path):
         "plan", demo_session, "--model", "openai:gpt-4.1-mini", "--window", "26000", "--no-store", "--json"
     )
     body = json.loads(as_json.output)
-    assert body["manifest"]["plannedTokens"] <= body["budget"]["hardLimit"]
+    assert body["command"] == "plan"
+    assert body["manifest"]["planned_tokens"] <= body["budget"]["hard_limit"]
     assert body["manifest"]["exclusions"]
 
 
@@ -123,7 +125,7 @@ def test_plan_commands_need_a_model(coding):
 def test_bad_model_arguments_fail_with_codes(coding, args, code):
     before = coding.read_bytes()
     result = _run("manifest", coding, "--no-store", *args)
-    assert result.exit_code == 2
+    assert result.exit_code == EXIT_USAGE
     assert f"error [{code}" in result.stderr
     assert coding.read_bytes() == before
 
@@ -167,17 +169,18 @@ def test_index_is_incremental_across_runs(coding, tmp_path):
     first = json.loads(
         _run("index", coding, FIXTURES / "v2-branches.jsonl", "--store", store, "--json").output
     )
-    assert [report["mode"] for report in first] == ["full", "full"]
-    again = json.loads(_run("index", coding, "--store", store, "--json").output)
+    assert first["command"] == "index"
+    assert [report["mode"] for report in first["reports"]] == ["full", "full"]
+    again = json.loads(_run("index", coding, "--store", store, "--json").output)["reports"]
     assert again[0]["mode"] == "unchanged"
     with coding.open("ab") as handle:
         handle.write(
             b'{"type":"message","id":"abcdef12","parentId":"a0000010","timestamp":"t",'
             b'"message":{"role":"user","content":"more","timestamp":1}}\n'
         )
-    grown = json.loads(_run("index", coding, "--store", store, "--json").output)
+    grown = json.loads(_run("index", coding, "--store", store, "--json").output)["reports"]
     assert (grown[0]["mode"], grown[0]["entries_indexed"]) == ("incremental", 1)
-    rebuilt = json.loads(_run("index", coding, "--store", store, "--rebuild", "--json").output)
+    rebuilt = json.loads(_run("index", coding, "--store", store, "--rebuild", "--json").output)["reports"]
     assert rebuilt[0]["mode"] == "full"
     table = _run("index", coding, "--store", store)
     assert "unchanged" in table.output
@@ -218,7 +221,7 @@ def test_conformance_command_passes_for_the_pi_adapter():
 
 def test_conformance_rejects_an_unknown_backend():
     result = _run("conformance", "--backend", "curio")
-    assert result.exit_code == 2
+    assert result.exit_code == EXIT_USAGE
     assert "error [backend-unknown]" in result.stderr
 
 
@@ -253,7 +256,7 @@ def test_compact_is_dry_run_only(demo_session):
     assert (preview["command"], preview["dry_run"]) == ("compact-preview", True)
     assert preview["tokens_after"] <= preview["tokens_before"]
     refused = _run("compact", demo_session, "--write", *model)
-    assert refused.exit_code == 2
+    assert refused.exit_code == EXIT_USAGE
     assert "error [compact-write-unsupported]" in refused.stderr
     assert demo_session.read_bytes() == before
 
@@ -261,7 +264,182 @@ def test_compact_is_dry_run_only(demo_session):
 def test_conformance_accepts_a_factory_target_and_reports_bad_ones():
     named = _run("conformance", "ds4_context_engine.pi:pi_session_conformance_factory", "--json")
     assert named.exit_code == 0
-    assert json.loads(named.output)["factoryName"] == "ds4-context-engine.pi"
+    report = json.loads(named.output)
+    assert (report["command"], report["factory_name"]) == ("conformance", "ds4-context-engine.pi")
     bad = _run("conformance", "not-a-target")
     assert bad.exit_code == 2
     assert "error [conformance-target-invalid]" in bad.stderr
+
+
+def test_plan_takes_the_model_the_session_records_when_only_the_window_is_given(demo_session):
+    named = _run("plan", demo_session, "--window", "20000", "--no-store", "--json")
+    assert named.exit_code == 0, named.stderr
+    status = json.loads(_run("status", demo_session, "--no-store", "--json").output)
+    explicit = _run(
+        "plan", demo_session, "--model", f"{status['provider']}:{status['model_id']}", "--window", "20000",
+        "--no-store", "--json",
+    )  # fmt: skip
+    assert json.loads(named.output) == json.loads(explicit.output)
+    missing = _run("plan", demo_session, "--no-store")
+    assert missing.exit_code == EXIT_ERROR
+    assert "error [model-unknown]" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    "command", ["status", "manifest", "compact", "explain", "restore", "pin", "unpin", "memory", "plan"]
+)
+def test_session_commands_share_one_definition_of_each_workspace_option(command):
+    # the same option reads the same everywhere: one definition, not eight copies
+    text = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
+    assert "Derived SQLite store file (default: $DS4_CONTEXT_STORE" in text
+    assert "--no-store  " in text
+    assert "Keep derived state in memory only." in text
+    assert "Print JSON instead of tables." in text
+    planning = command not in ("pin", "unpin", "memory")
+    assert ("Plan the branch ending at this entry id." in text) is planning
+    assert ("A ds4-context-config-v1 JSON file." in text) is planning
+    assert ("The model's output limit (default: none" in text) is planning
+
+
+def test_restore_accepts_the_bare_receipt_id_the_plan_table_prints(demo_session):
+    model = ["--window", "26000", "--no-store"]
+    plan = json.loads(_run("plan", demo_session, *model, "--json").output)
+    (receipt,) = plan["manifest"]["receipts"]
+    bare = receipt["receipt_id"].rsplit(":", 1)[1]
+    table = runner.invoke(app, ["plan", str(demo_session), *model], env={"COLUMNS": "200"}).output
+    assert bare in table
+    restored = _run("restore", demo_session, bare, *model, "--json")
+    assert restored.exit_code == 0, restored.stderr
+    body = json.loads(restored.output)
+    assert (body["kind"], body["restored_id"], body["receipt_id"]) == (
+        "receipt",
+        receipt["receipt_id"],
+        receipt["receipt_id"],
+    )
+    assert [message["message_id"] for message in body["messages"]] == receipt["original_message_ids"]
+    assert (body["original_tokens"], body["planned_tokens"]) == (
+        receipt["original_tokens"],
+        receipt["receipt_tokens"],
+    )
+
+
+def test_restore_of_a_trimmed_result_names_the_message_and_what_it_weighs(demo_session):
+    model = ["--window", "26000", "--no-store"]
+    plan = json.loads(_run("plan", demo_session, *model, "--json").output)
+    trimmed = next(item for item in plan["items"] if item["kind"] == "trimmed-tool-result")
+    body = json.loads(_run("restore", demo_session, trimmed["message_id"], *model, "--json").output)
+    assert (body["kind"], body["restored_id"], body["receipt_id"]) == (
+        "trimmed-tool-result",
+        trimmed["message_id"],
+        None,
+    )
+    assert body["planned_tokens"] == trimmed["tokens"]
+    assert body["original_tokens"] > trimmed["tokens"]
+    table = runner.invoke(
+        app, ["restore", str(demo_session), trimmed["message_id"], *model], env={"COLUMNS": "200"}
+    ).output
+    assert "original tokens  0 " not in table
+    assert trimmed["message_id"] in table
+
+
+def test_exit_status_tells_usage_errors_from_errors_with_a_code(coding, tmp_path):
+    # 64: the command line is wrong, whatever the files hold; nothing was read
+    assert _run("plan", tmp_path / "missing.jsonl", "--window", "0").exit_code == EXIT_USAGE
+    assert _run("plan", tmp_path / "missing.jsonl", "--bogus").exit_code == EXIT_USAGE
+    assert _run("no-such-command").exit_code == EXIT_USAGE
+    wrong = _run("plan", tmp_path / "missing.jsonl", "--model", "openai:gpt-4.1")
+    assert (wrong.exit_code, wrong.stderr.strip()) == (
+        EXIT_USAGE,
+        "error [window-required]: --model needs --window N (the context window in tokens)",
+    )
+    # 2: the line was fine, the session was not
+    missing = _run("plan", tmp_path / "missing.jsonl", "--window", "1000")
+    assert missing.exit_code == EXIT_ERROR
+    assert missing.stderr.startswith("error [pi-session-not-found]")
+    assert len(missing.stderr.splitlines()) == 1
+
+
+def test_version_option_prints_the_version():
+    result = _run("--version")
+    assert (result.exit_code, result.output.strip()) == (0, __version__)
+
+
+def test_plan_prints_a_fallback_and_exits_with_its_own_status(demo_session):
+    for extra in ((), ("--json",)):
+        result = _run("plan", demo_session, "--window", "600", "--no-store", *extra)
+        assert result.exit_code == EXIT_FALLBACK
+        assert "warning [window-too-small]" in result.stderr
+    body = json.loads(result.stdout)
+    assert body["manifest"]["fallback"]["code"] == "window-too-small"
+    fits = _run("plan", demo_session, "--window", "20000", "--no-store", "--json")
+    assert fits.exit_code == 0
+    assert json.loads(fits.output)["manifest"]["fallback"] is None
+
+
+def test_conformance_under_trio_without_trio_is_one_line_and_status_2(monkeypatch):
+    monkeypatch.setitem(sys.modules, "trio", None)  # makes `import trio` fail as if it were not installed
+    result = _run("conformance", "--backend", "trio")
+    assert result.exit_code == EXIT_ERROR
+    assert result.stderr.splitlines() == [
+        "error [backend-unavailable]: --backend trio needs the trio package (pip install trio)"
+    ]
+    assert "Traceback" not in result.output
+
+
+def test_a_failing_conformance_run_exits_1(tmp_path, monkeypatch):
+    module = tmp_path / "broken_factory.py"
+    module.write_text(
+        "from ds4_context_core.conformance import SimpleConformanceFactory\n"
+        "def _create(fixture, transport):\n"
+        "    raise RuntimeError('no adapter here')\n"
+        "FACTORY = SimpleConformanceFactory('broken', _create)\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = _run("conformance", "broken_factory:FACTORY", "--json")
+    assert result.exit_code == EXIT_FAILED
+    assert json.loads(result.output)["passed"] is False
+
+
+def test_config_mistakes_are_reported_on_stderr_with_codes_and_no_values(coding, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps({"budget": {"hard_limit_ratio": 7.5}, "planer": {"secret-looking": "sk-not-echoed"}}),
+        encoding="utf-8",
+    )
+    result = _run("status", coding, "--no-store", "--config", config, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["command"] == "status"  # stdout stays one JSON document
+    lines = result.stderr.splitlines()
+    assert any(line.startswith("warning [config-key-unknown]: planer") for line in lines)
+    assert next(line for line in lines if "budget.hard_limit_ratio" in line).startswith("warning [config-")
+    assert "sk-not-echoed" not in result.stderr
+    assert "7.5" not in result.stderr
+    listed = json.loads(_run("config", coding, "--no-store", "--config", config, "--json").stdout)
+    assert len(listed["warnings"]) == len(lines)
+    clean = _run("status", coding, "--no-store", "--json")
+    assert clean.stderr == ""
+
+
+def test_plan_and_compact_preview_agree_and_the_plan_counts_add_up(demo_session, tmp_path):
+    model = ["--window", "20000", "--store", tmp_path / "d.sqlite3"]
+    plan = json.loads(_run("plan", demo_session, *model, "--json").stdout)
+    preview = json.loads(_run("compact-preview", demo_session, *model, "--json").stdout)
+    manifest = plan["manifest"]
+    assert preview["receipts"] == [record["receipt_id"] for record in manifest["receipts"]]
+    assert preview["tokens_after"] == manifest["planned_tokens"]
+    trimmed_items = [item for item in plan["items"] if item["kind"] == "trimmed-tool-result"]
+    assert preview["trimmed_in_plan"] == len(trimmed_items)
+    assert preview["trimmed_messages"] == preview["trimmed_in_plan"] + preview["trimmed_in_receipts"]
+    receipted = {source for record in manifest["receipts"] for source in record["original_message_ids"]}
+    trimmed_ids = set(manifest["compaction"]["trimmed_message_ids"])
+    assert preview["trimmed_in_receipts"] == len(trimmed_ids & receipted)
+    # the table: "planned N messages + S supplements" and the kept rows total N + S items
+    table = runner.invoke(app, ["plan", str(demo_session), *map(str, model)], env={"COLUMNS": "200"}).stdout
+    supplements = len(plan["items"]) - manifest["included_messages"]
+    assert supplements >= 1  # the task digest stands for the cut history
+    planned = f"{manifest['included_messages']} messages + {supplements} supplement"
+    assert planned in table
+    total = next(line for line in table.splitlines() if " total " in line)
+    cells = [cell.strip() for cell in total.strip("│┃ ").split("│")]
+    assert cells[-2:] == [str(len(plan["items"])), f"{sum(item['tokens'] for item in plan['items']):,}"]

@@ -42,9 +42,9 @@ def test_the_cli_default_reserve_is_the_library_default(demo_session, window):
     descriptor = ModelDescriptor(provider="anthropic", id="claude-x", context_window=window)
     with ContextWorkspace.open(demo_session, no_store=True, model=descriptor) as workspace:
         library = plan_context(workspace.context.messages, model=descriptor).budget
-    assert budget["outputReserve"] == library.output_reserve
-    assert budget["calibrationSource"] == "prior"
-    assert budget["calibrationRatio"] == library.calibration_ratio
+    assert budget["output_reserve"] == library.output_reserve
+    assert budget["calibration_source"] == "prior"
+    assert budget["calibration_ratio"] == library.calibration_ratio
 
 
 def test_max_tokens_caps_the_cli_reserve(demo_session):
@@ -65,4 +65,4 @@ def test_max_tokens_caps_the_cli_reserve(demo_session):
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["budget"]["outputReserve"] == 4_000
+    assert json.loads(result.output)["budget"]["output_reserve"] == 4_000

@@ -13,7 +13,7 @@ import ds4_context_engine.commands._workspace as workspace_module
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.planner import plan_context
 from ds4_context_engine._exceptions import CommandError, DerivedStoreError, PiSessionError
-from ds4_context_engine.cli import app
+from ds4_context_engine.cli import EXIT_USAGE, app
 from ds4_context_engine.commands import ContextWorkspace, context_restore
 from ds4_context_engine.commands._retrieval import (
     RETRIEVED_TEXT_MAX_CHARS,
@@ -187,7 +187,7 @@ def test_the_cli_plan_retrieves_by_default_and_not_with_retrieve_zero(session_pa
     assert "retrieved-history" in kinds()
     assert "retrieved-history" not in kinds("--retrieve", "0")
     refused = runner.invoke(app, [*common, "--retrieve", "-1"])
-    assert refused.exit_code == 2
+    assert refused.exit_code == EXIT_USAGE
 
 
 def test_a_workspace_that_fails_to_open_closes_its_store(tmp_path, monkeypatch):

@@ -2,24 +2,24 @@
 
 The subpackages are the full surface (``pi``, ``store``, ``commands``, ``providers``, ``runtime``); the names
 below are the ones most hosts start from. They are imported on first use, so ``import ds4_context_engine``
-(and the CLI) does not pay for HTTP clients or SQLite until they are needed.
+(and the CLI) does not pay for core, HTTP clients or SQLite until they are needed.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._exceptions import (
-    CommandError,
-    DerivedStoreError,
-    PiSessionError,
-    PiSessionWriteError,
-    UntrustedPathError,
-)
 from ._lazy import lazy_exports
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from ._exceptions import (
+        CommandError,
+        DerivedStoreError,
+        PiSessionError,
+        PiSessionWriteError,
+        UntrustedPathError,
+    )
     from .commands import ContextWorkspace, run_context_command_text
     from .pi import (
         PiSessionAdapter,
@@ -57,6 +57,12 @@ __all__ = [
 ]
 
 _LAZY_EXPORTS = {
+    # the exceptions too: they import core, which ``ds4-context version`` does not need
+    "CommandError": "_exceptions",
+    "DerivedStoreError": "_exceptions",
+    "PiSessionError": "_exceptions",
+    "PiSessionWriteError": "_exceptions",
+    "UntrustedPathError": "_exceptions",
     "ContextWorkspace": "commands",
     "run_context_command_text": "commands",
     "PiSessionAdapter": "pi",

@@ -2,7 +2,8 @@
 
 Every error carries a stable ``code`` (one of ``ERROR_CODES``) and a stable ``reason`` (one of
 ``ERROR_REASONS``), so a host or the CLI can branch on them without parsing text. Messages name the
-file position at most (a 1-based line number); they never contain record contents.
+file position at most (a 1-based line number); they never contain record contents. Every class is
+defined here, is exported by ``ds4_context_reference_adapter`` and reports it as its ``__module__``.
 
 ::
 
@@ -149,3 +150,18 @@ class ReferenceConfigError(Ds4ContextError, ValueError):
 
     def __init__(self, message: str) -> None:
         super().__init__("reference-adapter-config-invalid", message)
+
+
+# Report the module users import from (as httpx does), so tracebacks and reprs name a public path.
+for _class in (
+    ReferenceConfigError,
+    ReferenceHistoryError,
+    ReferenceHistoryExistsError,
+    ReferenceHistoryIdentityError,
+    ReferenceHistoryInvalidError,
+    ReferenceHistoryLimitError,
+    ReferenceHistoryReadError,
+    ReferenceHistoryWriteError,
+    ReferenceMessageRejectedError,
+):
+    _class.__module__ = "ds4_context_reference_adapter"

@@ -4,6 +4,12 @@ Render a result with :func:`render_text` (a host's slash command), :func:`render
 :func:`render_json`; or run a typed command line with :func:`run_context_command_text`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ds4_context_engine._lazy import lazy_exports
+
 from ._basic import (
     MEMORY_PREVIEW_CHARS,
     context_config,
@@ -26,7 +32,6 @@ from ._digest import (
     plan_with_cut_supplements,
     task_digest,
 )
-from ._dispatch import CONTEXT_COMMANDS, run_context_command, run_context_command_text
 from ._planned import (
     RESTORE_MAX_CHARS,
     context_compact_preview,
@@ -81,9 +86,12 @@ from ._retrieval import (
     retrieve_history,
     retrieved_supplements,
 )
-from ._runtime import context_adapter, context_privacy
-from ._views import context_artifacts, context_compaction, context_retrieved, context_summaries
 from ._workspace import DEFAULT_STORE_ENV, ContextWorkspace, default_store_path
+
+if TYPE_CHECKING:
+    from ._dispatch import CONTEXT_COMMANDS, run_context_command, run_context_command_text
+    from ._runtime import context_adapter, context_privacy
+    from ._views import context_artifacts, context_compaction, context_retrieved, context_summaries
 
 __all__ = [
     "CONTEXT_COMMANDS",
@@ -170,3 +178,19 @@ __all__ = [
     "task_digest",
     "write_demo_session",
 ]
+
+# Imported on first use: the adapter and privacy views load core's adapter contract, the dispatcher loads
+# every command, and a plan from the CLI needs neither.
+_LAZY_EXPORTS = {
+    "CONTEXT_COMMANDS": "_dispatch",
+    "run_context_command": "_dispatch",
+    "run_context_command_text": "_dispatch",
+    "context_adapter": "_runtime",
+    "context_privacy": "_runtime",
+    "context_artifacts": "_views",
+    "context_compaction": "_views",
+    "context_retrieved": "_views",
+    "context_summaries": "_views",
+}
+
+__getattr__ = lazy_exports(__name__, _LAZY_EXPORTS, globals())

@@ -9,6 +9,7 @@ import msgspec
 from ds4_context_core import (
     CanonicalMessage,
     TextBlock,
+    estimate_message_tokens,
     sha256_hex,
 )
 from ds4_context_core.planner import ContextPlan, restore
@@ -44,10 +45,14 @@ __all__ = [
 RESTORE_MAX_CHARS: Final = 4000
 
 
-def _message_id(workspace: ContextWorkspace, reference: str) -> str:
-    """Accept a full message id, or a bare entry id of this session."""
+def _message_id(workspace: ContextWorkspace, reference: str, plan: ContextPlan | None = None) -> str:
+    """Accept a full id, or the bare hex the tables print: a receipt of ``plan``, else an entry id."""
     if ":" in reference:
         return reference
+    if plan is not None:
+        for record in plan.manifest.receipts:
+            if record.receipt_id.rsplit(":", 1)[-1] == reference:
+                return record.receipt_id
     return f"{workspace.session.session_id}:{reference}"
 
 
@@ -167,29 +172,43 @@ def context_explain(workspace: ContextWorkspace, reference: str) -> ExplainResul
 
 
 def context_compact_preview(workspace: ContextWorkspace) -> CompactPreviewResult:
-    """What compaction would do now (dry run: nothing in the plan or the session changes)."""
-    plan = workspace.plan(dry_run=True)
+    """What compaction does in the plan ``plan`` makes now; nothing in the session changes.
+
+    It is the very plan ``/context manifest`` and ``ds4-context plan`` show (not a separate dry-run plan,
+    which would not apply layer 1 first and so cut elsewhere), so receipts and trimmed results agree.
+    ``trimmed_messages`` counts every result layer 1 trimmed; ``trimmed_in_plan`` those still in the plan
+    as trimmed results and ``trimmed_in_receipts`` those a layer-2 receipt then replaced: the two add up.
+    """
+    plan = workspace.plan()
     report = plan.manifest.compaction
+    receipt_ids = {record.receipt_id for record in plan.manifest.receipts}
     receipt_texts = tuple(
         "\n".join(block.text for block in message.blocks if isinstance(block, TextBlock))
         for message in plan.messages
-        if message.id in {record.receipt_id for record in plan.manifest.receipts}
+        if message.id in receipt_ids
     )
+    trimmed_in_plan = sum(1 for item in plan.items if item.kind == "trimmed-tool-result")
     if report is None:
         return CompactPreviewResult(
             dry_run=True,
             tokens_before=plan.manifest.native_tokens,
             tokens_after=plan.manifest.planned_tokens,
-            trimmed_messages=0,
+            trimmed_messages=trimmed_in_plan,
+            trimmed_in_plan=trimmed_in_plan,
+            trimmed_in_receipts=0,
+            dropped_messages=0,
             receipts=(),
             gate_exclusions={},
             receipt_texts=receipt_texts,
         )
     return CompactPreviewResult(
-        dry_run=report.dry_run,
+        dry_run=True,
         tokens_before=report.tokens_before,
         tokens_after=report.tokens_after,
         trimmed_messages=len(report.trimmed_message_ids),
+        trimmed_in_plan=trimmed_in_plan,
+        trimmed_in_receipts=len(report.trimmed_message_ids) - trimmed_in_plan,
+        dropped_messages=report.dropped_messages,
         receipts=report.receipt_ids,
         gate_exclusions={gate.gate: gate.count for gate in report.gate_exclusions},
         receipt_texts=receipt_texts,
@@ -210,7 +229,7 @@ def _supplement_sources(
 def context_restore(workspace: ContextWorkspace, reference: str) -> RestoreResult:
     """The originals behind a receipt, a trimmed result or any message (read-only, bounded)."""
     plan = workspace.plan()
-    message_id = _message_id(workspace, reference)
+    message_id = _message_id(workspace, reference, plan)
     originals: tuple[CanonicalMessage, ...] | None
     try:
         originals = restore(plan, message_id)
@@ -221,6 +240,7 @@ def context_restore(workspace: ContextWorkspace, reference: str) -> RestoreResul
                 "restore-unknown-id", "the plan knows no receipt or message with that id"
             ) from error
     record = next((r for r in plan.manifest.receipts if r.receipt_id == message_id), None)
+    item = next((item for item in plan.items if item.message_id == message_id), None)
     messages = []
     for message in originals:
         text = message_text(message.blocks)
@@ -232,8 +252,18 @@ def context_restore(workspace: ContextWorkspace, reference: str) -> RestoreResul
                 truncated=len(text) > RESTORE_MAX_CHARS,
             )
         )
+    if record is not None:
+        kind, planned_tokens, original_tokens = "receipt", record.receipt_tokens, record.original_tokens
+    else:
+        # a trimmed result, a supplement's sources or any message: what the originals weigh, chars-v1
+        kind = item.kind if item is not None else "not-in-plan"
+        planned_tokens = item.tokens if item is not None else 0
+        original_tokens = sum(estimate_message_tokens(message) for message in originals)
     return RestoreResult(
-        receipt_id=message_id,
-        original_tokens=record.original_tokens if record is not None else 0,
+        restored_id=message_id,
+        kind=kind,
+        receipt_id=record.receipt_id if record is not None else None,
+        original_tokens=original_tokens,
+        planned_tokens=planned_tokens,
         messages=tuple(messages),
     )

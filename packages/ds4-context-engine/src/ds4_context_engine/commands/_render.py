@@ -106,7 +106,9 @@ def render_rich(result: msgspec.Struct) -> RenderableType:
             columns = [field for field, _ in _fields(value[0])]
             table = Table(title=label, title_justify="left")
             for column in columns:
-                table.add_column(column.replace("_", " "))
+                # ids fold onto a second line rather than lose the characters that tell them apart
+                fold = column.endswith(("_id", "_ids"))
+                table.add_column(column.replace("_", " "), overflow="fold" if fold else "ellipsis")
             for record in value:
                 table.add_row(*(escape(_scalar(item)) for _, item in _fields(record)))
             tables.append(table)
@@ -120,6 +122,27 @@ def render_rich(result: msgspec.Struct) -> RenderableType:
     return Group(*tables)
 
 
+def json_data(value: Any) -> Any:
+    """``value`` as JSON-ready builtins in the CLI's one convention.
+
+    Every struct becomes an object keyed by its Python field names (snake_case, also for core's structs
+    that encode themselves in camelCase) with every field present: an empty list stays ``[]`` and an
+    unset value is ``null``, so a reader never has to guess whether a key was left out.
+    """
+    if isinstance(value, msgspec.Struct):
+        data = {name: json_data(getattr(value, name)) for name in value.__struct_fields__}
+        config = value.__struct_config__
+        if config.tag_field is not None:
+            data[config.tag_field] = config.tag  # a tagged union member says which one it is
+        return data
+    if isinstance(value, dict):
+        return {str(key): json_data(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | frozenset | set):
+        items = [json_data(item) for item in value]
+        return sorted(items, key=repr) if isinstance(value, frozenset | set) else items
+    return msgspec.to_builtins(value)
+
+
 def render_json(result: msgspec.Struct) -> str:
-    """Deterministic JSON (sorted keys) of the whole result, ``--json`` style."""
-    return msgspec.json.encode(result, order="sorted").decode()
+    """Deterministic JSON (sorted keys) of the whole result, ``--json`` style (see :func:`json_data`)."""
+    return msgspec.json.encode(json_data(result), order="sorted").decode()

@@ -231,10 +231,16 @@ class ModelResult(_Result, frozen=True):
 
 
 class CompactPreviewResult(_Result, frozen=True):
+    """``dry_run`` is always true: a preview never rewrites the session. The counts are those of the plan
+    ``plan`` makes; ``trimmed_messages == trimmed_in_plan + trimmed_in_receipts``."""
+
     dry_run: bool
     tokens_before: int
     tokens_after: int
     trimmed_messages: int
+    trimmed_in_plan: int
+    trimmed_in_receipts: int
+    dropped_messages: int
     receipts: tuple[str, ...]
     gate_exclusions: dict[str, int]
     receipt_texts: tuple[str, ...]
@@ -249,8 +255,16 @@ class RestoredMessage(_Result, frozen=True):
 
 
 class RestoreResult(_Result, frozen=True):
-    receipt_id: str
+    """``restored_id`` is the full id asked for; ``kind`` is its plan item kind (``receipt``,
+    ``trimmed-tool-result``, ``summary``, ...) or ``not-in-plan``; ``receipt_id`` is set for receipts
+    only. ``original_tokens`` is what the originals weigh, ``planned_tokens`` what stands for them in the
+    plan (0 when nothing does)."""
+
+    restored_id: str
+    kind: str
+    receipt_id: str | None
     original_tokens: int
+    planned_tokens: int
     messages: tuple[RestoredMessage, ...]
     command: str = "restore"
 

@@ -194,7 +194,8 @@ def context_compaction(workspace: ContextWorkspace) -> CompactionResult:
     """The session's compaction entries and what each cut; with a model, whether a plan would compact now.
 
     ``applied_entry_id`` is the compaction the active branch's context starts from (the newest on it).
-    The plan part is ``/context compact-preview`` (a dry run) summed up; without a model it says so.
+    The plan part is ``/context compact-preview`` (the plan's compaction) summed up; without a model it
+    says so.
     """
     session = workspace.session
     context = workspace.context
@@ -224,9 +225,7 @@ def context_compaction(workspace: ContextWorkspace) -> CompactionResult:
             dropped_messages=None,
         )
     preview = context_compact_preview(workspace)
-    # the same dry-run plan the preview made (cached by the workspace): did it compact anything?
-    report = workspace.plan(dry_run=True).manifest.compaction
-    dropped = 0 if report is None else report.dropped_messages
+    dropped = preview.dropped_messages
     would = preview.trimmed_messages > 0 or bool(preview.receipts) or dropped > 0
     return CompactionResult(
         applied_entry_id=context.compaction_entry_id,

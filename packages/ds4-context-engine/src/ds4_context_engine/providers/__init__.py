@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ds4_context_core.adapter import CompletionFailure, MessageConverter
+from ds4_context_engine._exceptions import ProviderResponseError, ProviderTransportError
 from ds4_context_engine._lazy import lazy_exports
 
 from ._descriptors import (
@@ -85,8 +86,6 @@ if TYPE_CHECKING:
         DEFAULT_REQUEST_TIMEOUT_S,
         PROVIDER_RESPONSE_MAX_BYTES,
         HttpTransport,
-        ProviderResponseError,
-        ProviderTransportError,
         UsageCallback,
         parse_retry_after_ms,
     )
@@ -188,8 +187,6 @@ _LAZY_EXPORTS = {
     "DEFAULT_REQUEST_TIMEOUT_S": "_transport",
     "HttpTransport": "_transport",
     "PROVIDER_RESPONSE_MAX_BYTES": "_transport",
-    "ProviderResponseError": "_transport",
-    "ProviderTransportError": "_transport",
     "UsageCallback": "_transport",
     "parse_retry_after_ms": "_transport",
 }

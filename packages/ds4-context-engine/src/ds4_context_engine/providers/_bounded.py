@@ -14,7 +14,7 @@ from typing import Final
 
 import httpx
 
-from ds4_context_core import Ds4ContextError
+from ds4_context_engine._exceptions import BodyTooLargeError, UndecodableBodyError
 
 __all__ = ["ACCEPT_ENCODING", "BodyTooLargeError", "UndecodableBodyError", "iter_bounded", "read_bounded"]
 
@@ -22,20 +22,6 @@ __all__ = ["ACCEPT_ENCODING", "BodyTooLargeError", "UndecodableBodyError", "iter
 ACCEPT_ENCODING: Final = "gzip, deflate"
 _GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
 _STEP: Final = 1024 * 1024
-
-
-class BodyTooLargeError(Ds4ContextError, ValueError):
-    """The decoded body passed the cap; reading stopped there."""
-
-    def __init__(self) -> None:
-        super().__init__("provider-response-too-large", "the answer passed the size cap")
-
-
-class UndecodableBodyError(Ds4ContextError, ValueError):
-    """The Content-Encoding is not one we offered, or the bytes do not decode under it."""
-
-    def __init__(self) -> None:
-        super().__init__("provider-response-undecodable", "the answer's content encoding does not decode")
 
 
 class _Decoder:

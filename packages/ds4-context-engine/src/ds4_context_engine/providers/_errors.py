@@ -1,6 +1,8 @@
 """Errors raised on purpose by the provider layer.
 
-Every class carries a stable kebab-case ``code``. Messages never contain prompts, payloads, API keys or
+The classes are defined in ``ds4_context_engine._exceptions`` (the engine's one exception module, whose
+docstring draws the tree) and re-exported here for the provider modules. Every class carries a stable
+kebab-case ``code``. Messages never contain prompts, payloads, API keys or
 response bodies; a bad identifier is echoed at most as a short, escaped prefix.
 """
 
@@ -9,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Final
 
-from ds4_context_core import Ds4ContextError
+from ds4_context_engine._exceptions import LocalProviderError, ModelReferenceError, ProviderConfigurationError
 
 __all__ = [
     "ECHO_MAX_BYTES",
@@ -58,15 +60,3 @@ def escape_echo(text: str, max_bytes: int = ECHO_MAX_BYTES) -> str:
         used += size
         kept.append(_escape_char(char))
     return '"' + "".join(kept) + '"' + (_ELLIPSIS if truncated else "")
-
-
-class ModelReferenceError(Ds4ContextError, ValueError):
-    """A ``<provider>:<model>`` reference was malformed; ``code`` says which rule it broke."""
-
-
-class LocalProviderError(Ds4ContextError, ValueError):
-    """A local provider definition or base URL was refused."""
-
-
-class ProviderConfigurationError(Ds4ContextError, ValueError):
-    """A transport was configured with values it cannot use (bad URL, bad timeout, missing key)."""

@@ -14,13 +14,14 @@ from typing import Any, Final, Protocol, TypeAlias
 import msgspec
 
 from ds4_context_core.adapter import CompletionFailure, CompletionUsage, FailureKind
+from ds4_context_engine._exceptions import StreamCallbackError, StreamFailureError
 
 from ._sse import SseEvent
 
 __all__ = [
-    "CallbackError",
     "StreamAssembler",
     "StreamCallback",
+    "StreamCallbackError",
     "StreamEvent",
     "StreamFailureError",
     "TextDelta",
@@ -57,14 +58,6 @@ _ERROR_TYPE: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 StreamEvent: TypeAlias = TextDelta | ToolCallDelta | UsageReport
 StreamCallback: TypeAlias = Callable[[StreamEvent], None]
-
-
-class StreamFailureError(Exception):
-    """The provider reported an error inside the stream (for example Anthropic's ``overloaded_error``)."""
-
-    def __init__(self, failure: CompletionFailure) -> None:
-        super().__init__(failure.reason)
-        self.failure = failure
 
 
 class StreamAssembler(Protocol):
@@ -109,14 +102,10 @@ def deliver(events: list[SseEvent], assembler: StreamAssembler, on_event: Stream
             try:
                 on_event(delta)
             except Exception as error:
-                raise CallbackError from error
+                raise StreamCallbackError from error
         if assembler.done:
             return True
     return False
-
-
-class CallbackError(Exception):
-    """The caller's ``on_event`` raised; the call ends without retry."""
 
 
 def callback_failure(error: BaseException) -> CompletionFailure:

@@ -22,7 +22,7 @@ import httpx
 import msgspec
 from anyio.lowlevel import RunVar
 
-from ds4_context_core import Ds4ContextError, PrivacyEnforcementError, estimate_message_tokens
+from ds4_context_core import PrivacyEnforcementError, estimate_message_tokens
 from ds4_context_core.adapter import (
     CompletionCompleted,
     CompletionFailure,
@@ -35,15 +35,16 @@ from ds4_context_core.adapter import (
     validate_completion_request,
 )
 from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy, mark_local_only_messages
+from ds4_context_engine._exceptions import ProviderResponseError, ProviderTransportError
 
 from ._bounded import ACCEPT_ENCODING, BodyTooLargeError, UndecodableBodyError, iter_bounded, read_bounded
 from ._errors import ProviderConfigurationError
 from ._failures import parse_retry_after_ms, status_failure
 from ._sse import SseParser
 from ._streaming import (
-    CallbackError,
     StreamAssembler,
     StreamCallback,
+    StreamCallbackError,
     StreamFailureError,
     UsageReport,
     callback_failure,
@@ -66,22 +67,6 @@ PROVIDER_RESPONSE_MAX_BYTES: Final = 32 * 1024 * 1024
 _HEADER_FORBIDDEN: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 UsageCallback = Callable[[UsageObservation], None]
-
-
-class ProviderResponseError(Ds4ContextError, ValueError):
-    """A provider answered 2xx with something that is not the documented response shape."""
-
-
-class ProviderTransportError(Ds4ContextError, RuntimeError):
-    """Raised only by the adapter-boundary callable of :meth:`HttpTransport.payload_transport`.
-
-    ``failure`` is the metadata-only :class:`~ds4_context_core.adapter.CompletionFailure`; the adapter
-    turns the exception into its retryable ``transport-failed`` fallback.
-    """
-
-    def __init__(self, failure: CompletionFailure) -> None:
-        super().__init__("provider-transport-failed", f"{failure.kind}: {failure.reason}")
-        self.failure = failure
 
 
 def _elapsed_ms(started: float) -> float:
@@ -371,7 +356,7 @@ class HttpTransport:
             )
         except StreamFailureError as error:
             return error.failure
-        except CallbackError as error:
+        except StreamCallbackError as error:
             return callback_failure(error.__cause__ or error)
         except httpx.HTTPError as error:  # the rest of the family: DecodingError, TooManyRedirects, ...
             return CompletionFailure(

@@ -1,8 +1,18 @@
-"""Errors raised on purpose by the runtime facade (sandbox policy, MCP config, fallback, tool sink)."""
+"""Errors raised on purpose by the runtime facade (sandbox policy, MCP config, fallback, tool sink).
+
+The classes are defined in ``ds4_context_engine._exceptions`` (the engine's one exception module, whose
+docstring draws the tree); the runtime modules import them from here.
+"""
 
 from __future__ import annotations
 
-from ds4_context_core import Ds4ContextError
+from ds4_context_engine._exceptions import (
+    McpConfigError,
+    RuntimeOptionsError,
+    SandboxPolicyError,
+    SandboxUnavailableError,
+    ToolLifecycleError,
+)
 
 __all__ = [
     "McpConfigError",
@@ -11,23 +21,3 @@ __all__ = [
     "SandboxUnavailableError",
     "ToolLifecycleError",
 ]
-
-
-class SandboxPolicyError(Ds4ContextError, ValueError):
-    """A sandbox policy, or a path or URL checked against one, was refused."""
-
-
-class SandboxUnavailableError(Ds4ContextError, RuntimeError):
-    """The policy needs a sandbox engine that is missing, and the policy fails closed."""
-
-
-class McpConfigError(Ds4ContextError, ValueError):
-    """An MCP configuration as a whole was unusable (single bad entries are dropped, not raised)."""
-
-
-class RuntimeOptionsError(Ds4ContextError, ValueError):
-    """Fallback chains, retry policies or per-attempt overrides that break a rule."""
-
-
-class ToolLifecycleError(Ds4ContextError, RuntimeError):
-    """A tool lifecycle event was malformed, out of order, or conflicts with what is already persisted."""

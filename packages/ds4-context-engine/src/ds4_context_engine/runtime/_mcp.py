@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from ds4_context_engine._exceptions import DroppedMcpEntryError
+
 from ._errors import McpConfigError
 
 __all__ = [
@@ -73,13 +75,6 @@ class McpServers(msgspec.Struct, frozen=True, kw_only=True):
     dropped: tuple[DroppedMcpServer, ...]
 
 
-class _DroppedEntryError(Exception):
-    def __init__(self, code: str, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
 def is_valid_mcp_server_name(name: object) -> bool:
     """Names are 1-64 letters, digits, ``_`` or ``-``; they become tool-name prefixes."""
     return (
@@ -93,11 +88,11 @@ def _string_map(value: object, code: str, field: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise _DroppedEntryError(code, f"{field} must be an object of strings")
+        raise DroppedMcpEntryError(code, f"{field} must be an object of strings")
     result: dict[str, str] = {}
     for key, item in value.items():
         if not isinstance(key, str) or not key or not isinstance(item, str):
-            raise _DroppedEntryError(code, f"{field} keys and values must be strings")
+            raise DroppedMcpEntryError(code, f"{field} keys and values must be strings")
         result[key] = item
     return result
 
@@ -105,16 +100,16 @@ def _string_map(value: object, code: str, field: str) -> dict[str, str]:
 def _url(entry: Mapping[str, Any]) -> str:
     url = entry.get("url")
     if url is None:
-        raise _DroppedEntryError("mcp-missing-url", "a remote MCP server needs a url")
+        raise DroppedMcpEntryError("mcp-missing-url", "a remote MCP server needs a url")
     if not isinstance(url, str):
-        raise _DroppedEntryError("mcp-invalid-url", "url must be a string")
+        raise DroppedMcpEntryError("mcp-invalid-url", "url must be a string")
     try:
         parts = urlsplit(url)
         host = parts.hostname
     except ValueError:
-        raise _DroppedEntryError("mcp-invalid-url", "url is not a valid URL") from None
+        raise DroppedMcpEntryError("mcp-invalid-url", "url is not a valid URL") from None
     if parts.scheme not in ("http", "https") or not host:
-        raise _DroppedEntryError("mcp-invalid-url", "url must be an http or https URL with a host")
+        raise DroppedMcpEntryError("mcp-invalid-url", "url must be an http or https URL with a host")
     return url
 
 
@@ -130,15 +125,17 @@ def _remote(name: str, transport: McpTransport, entry: Mapping[str, Any]) -> Mcp
 def _stdio(name: str, entry: Mapping[str, Any]) -> McpServer:
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip():
-        raise _DroppedEntryError("mcp-invalid-command", "a stdio MCP server needs a non-empty command string")
+        raise DroppedMcpEntryError(
+            "mcp-invalid-command", "a stdio MCP server needs a non-empty command string"
+        )
     args = entry.get("args", ())
     if isinstance(args, str) or not isinstance(args, list | tuple):
-        raise _DroppedEntryError("mcp-invalid-args", "args must be a list of strings")
+        raise DroppedMcpEntryError("mcp-invalid-args", "args must be a list of strings")
     if not all(isinstance(arg, str) for arg in args):
-        raise _DroppedEntryError("mcp-invalid-args", "args must contain only strings")
+        raise DroppedMcpEntryError("mcp-invalid-args", "args must contain only strings")
     cwd = entry.get("cwd")
     if cwd is not None and (not isinstance(cwd, str) or not cwd):
-        raise _DroppedEntryError("mcp-invalid-cwd", "cwd must be a non-empty string")
+        raise DroppedMcpEntryError("mcp-invalid-cwd", "cwd must be a non-empty string")
     return McpServer(
         name=name,
         transport="stdio",
@@ -151,14 +148,14 @@ def _stdio(name: str, entry: Mapping[str, Any]) -> McpServer:
 
 def _normalize(name: str, entry: object) -> McpServer:
     if not is_valid_mcp_server_name(name):
-        raise _DroppedEntryError(
+        raise DroppedMcpEntryError(
             "mcp-invalid-name", "server names may contain only letters, digits, '_' and '-'"
         )
     if not isinstance(entry, Mapping):
-        raise _DroppedEntryError("mcp-invalid-entry", "a server definition must be an object")
+        raise DroppedMcpEntryError("mcp-invalid-entry", "a server definition must be an object")
     declared = entry.get("type")
     if declared is not None and declared not in MCP_TRANSPORTS:
-        raise _DroppedEntryError("mcp-unknown-type", f"type must be one of {MCP_TRANSPORTS}")
+        raise DroppedMcpEntryError("mcp-unknown-type", f"type must be one of {MCP_TRANSPORTS}")
     if declared == "sse":
         return _remote(name, "sse", entry)
     if declared == "http":
@@ -167,7 +164,9 @@ def _normalize(name: str, entry: object) -> McpServer:
         return _stdio(name, entry)
     if "url" in entry:
         return _remote(name, "http", entry)
-    raise _DroppedEntryError("mcp-missing-transport", "an entry needs a url (http/sse) or a command (stdio)")
+    raise DroppedMcpEntryError(
+        "mcp-missing-transport", "an entry needs a url (http/sse) or a command (stdio)"
+    )
 
 
 def parse_mcp_servers(config: Mapping[str, Any]) -> McpServers:
@@ -189,6 +188,6 @@ def parse_mcp_servers(config: Mapping[str, Any]) -> McpServers:
         shown = name if is_valid_mcp_server_name(name) else "<invalid name>"
         try:
             servers.append(_normalize(name, entry))
-        except _DroppedEntryError as drop:
+        except DroppedMcpEntryError as drop:
             dropped.append(DroppedMcpServer(name=shown, code=drop.code, reason=drop.reason))
     return McpServers(servers=tuple(servers), dropped=tuple(dropped))

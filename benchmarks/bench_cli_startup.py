@@ -1,0 +1,85 @@
+"""CLI start-up: what a short command costs in a new process, against a plain script as the peer.
+
+Run: uv run --no-config --no-sync python benchmarks/bench_cli_startup.py [--runs N]
+
+Targets (issue 23, item 5): ``ds4-context version`` <= 80 ms; ``plan --json`` of a 1,000-message session
+<= 200 ms. Each figure is the median wall and CPU time of N new processes (bytecode cached in a scratch
+``PYTHONPYCACHEPREFIX``, written by one warm-up run), next to two peers measured in the same run: an
+interpreter that does nothing, and a plain script that reads and decodes every line of the same session
+file. The ratios against the peers are what to compare across machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_engine import PLAN_ARGS, write_session
+
+_ENTRY = "from ds4_context_engine.cli import main; main()"
+_PLAIN_READ = (
+    "import json, sys\n"
+    "with open(sys.argv[1], 'rb') as handle:\n"
+    "    entries = [json.loads(line) for line in handle if line.strip()]\n"
+    "print(len(entries))\n"
+)
+
+
+def median_ms(arguments: list[str], environment: dict[str, str], runs: int) -> tuple[float, float]:
+    """Median wall time and median CPU time (user + system) of ``runs`` new processes, in ms.
+
+    CPU time is the steadier figure on a shared machine: waiting for a core does not count in it.
+    """
+    subprocess.run(arguments, capture_output=True, env=environment, check=False)  # warm the bytecode cache
+    walls, cpus = [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            arguments, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment
+        )
+        _, _, usage = os.wait4(child.pid, 0)
+        child.returncode = 0  # reaped by wait4 above
+        walls.append((time.perf_counter() - started) * 1000)
+        cpus.append((usage.ru_utime + usage.ru_stime) * 1000)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=11)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        path = write_session(Path(directory) / "bench.jsonl")
+        environment = {
+            **{name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"},
+            "PYTHONPYCACHEPREFIX": str(Path(directory) / "pycache"),
+        }
+        python = sys.executable
+        nothing = median_ms([python, "-c", "pass"], environment, args.runs)
+        plain = median_ms([python, "-c", _PLAIN_READ, str(path)], environment, args.runs)
+
+        def cli(*arguments: str) -> tuple[float, float]:
+            return median_ms([python, "-c", _ENTRY, *arguments], environment, args.runs)
+
+        rows = [
+            ("python -c pass (peer)", nothing, None),
+            ("plain script reads the session (peer)", plain, None),
+            ("ds4-context version", cli("version"), 80),
+            ("ds4-context --version", cli("--version"), 80),
+            ("ds4-context --help", cli("--help"), None),
+            ("ds4-context plan --json (1,000 messages)", cli("plan", str(path), *PLAN_ARGS), 200),
+        ]
+        print(f"{'':42} {'wall':>9} {'cpu':>9}  cpu vs the plain read")
+        for name, (wall, cpu), target in rows:
+            goal = f"  (target <= {target} ms)" if target else ""
+            print(f"{name:42} {wall:6.1f} ms {cpu:6.1f} ms  {cpu / plain[1]:5.2f}x{goal}")
+
+
+if __name__ == "__main__":
+    main()

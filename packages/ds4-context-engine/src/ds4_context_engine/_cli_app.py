@@ -1,0 +1,921 @@
+"""The typer application behind ``ds4-context`` (see :mod:`ds4_context_engine.cli`).
+
+It imports typer, rich and core when it is first used; ``ds4-context version`` never loads it.
+"""
+
+import inspect
+import json
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
+
+import msgspec
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from typer.core import TyperGroup
+
+from ds4_context_core import Ds4ContextError, ModelDescriptor
+
+from ._version import __version__
+from .cli import DEMO_WINDOW_TOKENS, EXIT_ERROR, EXIT_FAILED, EXIT_FALLBACK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from .commands import ContextWorkspace
+
+__all__ = ["app"]
+
+_BAR_WIDTH: Final = 60
+_DEMO_PANEL_LINES: Final = 24
+_DEMO_RESTORE_ROWS: Final = 8
+_DEMO_WINDOW_CANDIDATES: Final = (20_000, 24_000, 16_000, 28_000, 32_000, 40_000, 48_000)
+_R = TypeVar("_R")
+
+# click's UsageError, found through typer's public BadParameter (typer may vendor click or use it)
+_UsageError: Final[type[Exception]] = next(
+    base for base in typer.BadParameter.__mro__ if base.__name__ == "UsageError"
+)
+
+
+@contextmanager
+def _usage_status() -> Iterator[None]:
+    try:
+        yield
+    except _UsageError as error:
+        error.exit_code = EXIT_USAGE  # type: ignore[attr-defined] # click says 2; ds4-context keeps 2 for coded errors
+        raise
+
+
+class _Group(TyperGroup):
+    """The root group: a command line click cannot parse exits with :data:`EXIT_USAGE`."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with _usage_status():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _usage_status():
+            return super().invoke(ctx)
+
+
+app = typer.Typer(
+    name="ds4-context",
+    cls=_Group,
+    no_args_is_help=True,
+    add_completion=False,
+    help="Context management for agent hosts: inspect, plan and restore Pi session files.",
+)
+
+# help panels, listed in this order by --help
+_START: Final = "Start here"
+_INSPECT: Final = "Inspect a session"
+_PLAN: Final = "Plan, explain, restore"
+_CHANGE: Final = "Pins and memory (appended to the session)"
+_STORE: Final = "Derived store"
+_ADAPTERS: Final = "Adapters and version"
+
+SessionArgument = Annotated[Path, typer.Argument(help="A Pi session file (.jsonl).", show_default=False)]
+StoreOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        help=(
+            "Derived SQLite store file (default: $DS4_CONTEXT_STORE, else "
+            "$XDG_CACHE_HOME/ds4-context/derived.sqlite3, with ~/.cache when XDG_CACHE_HOME is unset). "
+            "A file that is not a ds4-context store is refused, never overwritten."
+        ),
+    ),
+]
+NoStoreOption = Annotated[bool, typer.Option("--no-store", help="Keep derived state in memory only.")]
+ModelOption = Annotated[str | None, typer.Option("--model", help="The model to plan for, as provider:model.")]
+WindowOption = Annotated[int | None, typer.Option("--window", min=1, help="Context window in tokens.")]
+MaxTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help="The model's output limit (default: none; the reserve is then window / 4, at most 32768).",
+    ),
+]
+LeafOption = Annotated[str | None, typer.Option("--leaf", help="Plan the branch ending at this entry id.")]
+ConfigOption = Annotated[Path | None, typer.Option("--config", help="A ds4-context-config-v1 JSON file.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+RetrieveOption = Annotated[
+    int | None,
+    typer.Option(
+        "--retrieve",
+        min=0,
+        help="At most this many cut messages matching the last request come back (0: none; default 4).",
+        show_default=False,
+    ),
+]
+DigestOption = Annotated[
+    bool,
+    typer.Option(
+        "--digest/--no-digest",
+        help="Put a task digest (request, instructions, files, tools) of what the plan cuts in front.",
+    ),
+]
+
+
+def _commands() -> Any:
+    """The commands package, imported on first use so that ``--help`` and ``version`` start fast."""
+    from . import commands  # noqa: PLC0415
+
+    return commands
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _fail(code: str, message: str, status: int = EXIT_ERROR) -> typer.Exit:
+    typer.echo(f"error [{code}]: {message}", err=True)
+    return typer.Exit(status)
+
+
+def _usage(code: str, message: str) -> typer.Exit:
+    """A command line that cannot work as written: one line, exit :data:`EXIT_USAGE`."""
+    return _fail(code, message, EXIT_USAGE)
+
+
+def _guard(action: Callable[[], _R]) -> _R:
+    try:
+        return action()
+    except Ds4ContextError as error:
+        raise _fail(error.code, str(error.args[0]) if error.args else error.code) from None
+    except OSError as error:
+        raise _fail("file-unreadable", error.strerror or "cannot read a file") from None
+
+
+def _model_reference(reference: str | None, window: int | None) -> tuple[str, str] | None:
+    """``--model`` parsed, checked before anything is opened: a usage error needs no session to be read."""
+    if reference is None:
+        return None
+    if window is None:
+        raise _usage("window-required", "--model needs --window N (the context window in tokens)")
+    from .providers import ModelReferenceError, parse_model_reference  # noqa: PLC0415 - only when asked
+
+    try:
+        parsed = parse_model_reference(reference)
+    except ModelReferenceError as error:
+        raise _usage(error.code, "the model must be written provider:model") from None
+    return parsed.provider, parsed.model
+
+
+def _model(
+    reference: tuple[str, str] | None,
+    window: int | None,
+    max_tokens: int | None,
+    workspace_model: tuple[str | None, str | None],
+) -> Any:
+    """The model to plan for: ``--model``, else the one the session records; ``None`` without ``--window``."""
+    if window is None:
+        return None
+    provider, model_id = reference or workspace_model
+    if not provider or not model_id:
+        raise _usage("model-required", "the session names no model; pass --model provider:model")
+    return ModelDescriptor(
+        provider=provider, id=model_id, context_window=window, max_tokens=max_tokens
+    )  # no max_tokens: the library's default reserve (docs/core/planner.md), as for any host
+
+
+def _load_config(path: Path | None) -> Any:
+    if path is None:
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise _fail("config-unreadable", "the config file is not readable JSON") from None
+
+
+@contextmanager
+def _workspace(
+    session: Path,
+    *,
+    store: Path | None,
+    no_store: bool = False,
+    model: str | None = None,
+    window: int | None = None,
+    max_tokens: int | None = None,
+    leaf: str | None = None,
+    config: Path | None = None,
+    retrieve: int | None = None,
+    digest: bool = True,
+) -> Iterator["ContextWorkspace"]:
+    reference = _model_reference(model, window)
+    settings = _load_config(config)
+    commands = _commands()
+    hits = commands.RETRIEVAL_HITS_DEFAULT if retrieve is None else retrieve
+
+    def open_workspace() -> "ContextWorkspace":
+        workspace: ContextWorkspace = commands.ContextWorkspace.open(
+            session, store_path=store, no_store=no_store, config=settings, leaf_id=leaf, retrieval_hits=hits,
+            task_digest=digest,
+        )  # fmt: skip
+        context = workspace.context
+        workspace.model = _model(reference, window, max_tokens, (context.provider, context.model_id))
+        return workspace
+
+    workspace = _guard(open_workspace)
+    _warn_config(workspace)
+    try:
+        yield workspace
+    finally:
+        workspace.close()
+
+
+def _echo_json(command: str, body: Any) -> None:
+    """Print ``body`` in the one ``--json`` convention: snake_case, every field, a ``command`` key."""
+    from .commands._render import json_data  # noqa: PLC0415 - with the commands, on first use
+
+    data = json_data(body)
+    if not isinstance(data, dict):
+        raise TypeError("a command's JSON is an object")
+    typer.echo(msgspec.json.encode({**data, "command": command}, order="sorted").decode())
+
+
+def _warn_config(workspace: "ContextWorkspace") -> None:
+    """Each part of the config that was rejected (and replaced by its default), one line on stderr.
+
+    The lines name the key path and a fixed word, never a value; ``ds4-context config`` lists them too.
+    """
+    for warning in workspace.config_result.warnings:
+        typer.echo(f"warning [{warning.code}]: {warning.path or '-'}: {warning.detail}", err=True)
+
+
+def _emit(result: msgspec.Struct, as_json: bool) -> None:
+    if as_json:
+        typer.echo(_commands().render_json(result))
+    else:
+        _console().print(_commands().render_rich(result))
+
+
+# The options that say which workspace to open, each defined once; a command lists the ones it takes.
+_WORKSPACE_PARAMETERS: Final = {
+    parameter.name: parameter
+    for parameter in (
+        inspect.Parameter("store", inspect.Parameter.KEYWORD_ONLY, annotation=StoreOption, default=None),
+        inspect.Parameter(
+            "no_store", inspect.Parameter.KEYWORD_ONLY, annotation=NoStoreOption, default=False
+        ),
+        inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, annotation=ModelOption, default=None),
+        inspect.Parameter("window", inspect.Parameter.KEYWORD_ONLY, annotation=WindowOption, default=None),
+        inspect.Parameter(
+            "max_tokens", inspect.Parameter.KEYWORD_ONLY, annotation=MaxTokensOption, default=None
+        ),
+        inspect.Parameter("leaf", inspect.Parameter.KEYWORD_ONLY, annotation=LeafOption, default=None),
+        inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=ConfigOption, default=None),
+        inspect.Parameter(
+            "retrieve", inspect.Parameter.KEYWORD_ONLY, annotation=RetrieveOption, default=None
+        ),
+        inspect.Parameter("digest", inspect.Parameter.KEYWORD_ONLY, annotation=DigestOption, default=True),
+    )
+}
+_PLANNING: Final = ("store", "no_store", "model", "window", "max_tokens", "leaf", "config")
+_STORE_ONLY: Final = ("store", "no_store")
+_SESSION_PARAMETER: Final = inspect.Parameter(
+    "session", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=SessionArgument
+)
+_JSON_PARAMETER: Final = inspect.Parameter(
+    "as_json", inspect.Parameter.KEYWORD_ONLY, annotation=JsonOption, default=False
+)
+Printer = Callable[["ContextWorkspace", Any, bool], None]
+
+
+def _print_result(workspace: "ContextWorkspace", result: Any, as_json: bool) -> None:
+    del workspace  # a /context result renders by itself
+    _emit(result, as_json)
+
+
+def _print_status(workspace: "ContextWorkspace", result: Any, as_json: bool) -> None:
+    """The status tables and, when there is a model to plan for (``--window``), the plan's composition."""
+    _emit(result, as_json)
+    if as_json or workspace.model is None:
+        return
+    plan = _guard(workspace.plan)
+    _print_composition(_console(), plan)
+
+
+def _print_composition(console: Console, plan: Any) -> None:
+    from ._cli_bars import composition, render_bar  # noqa: PLC0415 - tables only
+
+    budget = plan.budget
+    parts = composition(plan.items, window=budget.context_window, output_reserve=budget.output_reserve)
+    console.print(f"window ({budget.context_window:,} tokens)", style="bold")
+    console.print(render_bar(parts, _BAR_WIDTH, window=budget.context_window))
+
+
+def _session_command(
+    name: str,
+    *,
+    panel: str,
+    options: tuple[str, ...] = _PLANNING,
+    printer: Printer = _print_result,
+    summary: str | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``action(workspace, **own)`` as the command ``name`` taking a session file.
+
+    The command's parameters are the session, ``action``'s own (after ``workspace``), the shared workspace
+    ``options`` and ``--json``; the workspace is opened by :func:`_workspace` and closed after ``printer``
+    has shown the result. A :class:`Ds4ContextError` or ``OSError`` becomes ``error [code]: ...``.
+    """
+
+    def register(action: Callable[..., Any]) -> Callable[..., Any]:
+        own = list(inspect.signature(action).parameters.values())[1:]
+
+        def command(**arguments: Any) -> None:
+            session = arguments.pop("session")
+            as_json = arguments.pop("as_json")
+            opening = {option: arguments.pop(option) for option in options}
+            with _workspace(session, **opening) as workspace:
+                result = _guard(lambda: action(workspace, **arguments))
+                printer(workspace, result, as_json)
+
+        parameters = [_SESSION_PARAMETER, *own, *(_WORKSPACE_PARAMETERS[option] for option in options)]
+        command.__signature__ = inspect.Signature([*parameters, _JSON_PARAMETER])  # type: ignore[attr-defined]
+        command.__name__ = name.replace("-", "_")
+        command.__doc__ = summary or action.__doc__
+        app.command(name, rich_help_panel=panel)(command)
+        return action
+
+    return register
+
+
+def _read_action(function: str) -> Callable[["ContextWorkspace"], msgspec.Struct]:
+    def action(workspace: "ContextWorkspace") -> msgspec.Struct:
+        return getattr(_commands(), function)(workspace)  # type: ignore[no-any-return]
+
+    return action
+
+
+_PLAN_NOTE: Final = " Needs --model provider:model and --window N."
+_PLAN_COMMANDS: Final = ("manifest", "included", "excluded", "compact-preview", "retrieved", "compaction")
+for _name, _function, _summary in (
+    ("status", "context_status", "The session at a glance: branch, model, size, pins, issues."),
+    ("adapter", "context_adapter", "The runtime-adapter view: capabilities as negotiated, diagnostics."),
+    ("tokens", "context_tokens", "Token estimate (chars-v1) of the native context, by role, largest first."),
+    ("manifest", "context_manifest", "What the plan includes and leaves out, with its budget." + _PLAN_NOTE),
+    (
+        "included",
+        "context_included",
+        "Every message in the plan with its kind, reason and tokens." + _PLAN_NOTE,
+    ),
+    ("excluded", "context_excluded", "What the plan leaves out, and why." + _PLAN_NOTE),
+    ("pins", "context_pins", "Pinned entries (replayed from the session's custom entries)."),
+    ("privacy", "context_privacy", "What privacy enforcement would do to the next request (counts only)."),
+    ("model", "context_model", "The model the session uses and the one the planner budgets against."),
+    ("compact-preview", "context_compact_preview", "What compaction would do now (dry run)." + _PLAN_NOTE),
+    (
+        "summaries",
+        "context_summaries",
+        "Compaction and branch summaries in the session, checked against summary-contract-v1.",
+    ),
+    (
+        "compaction",
+        "context_compaction",
+        "Compaction entries and what they cut; with --model and --window, whether a plan would compact.",
+    ),
+    (
+        "retrieved",
+        "context_retrieved",
+        "Retrieved-history items of the plan: source entry, tokens, score, reason." + _PLAN_NOTE,
+    ),
+    ("artifacts", "context_artifacts", "Large tool outputs the derived store keeps for this session."),
+    ("storage", "context_storage", "Sizes and counts of the derived store."),
+    ("health", "context_health", "Session issues, history validation and the store's state."),
+    ("config", "context_config", "The effective configuration and any warnings from loading it."),
+):
+    _panel = _STORE if _name in ("storage", "artifacts") else _PLAN if _name in _PLAN_COMMANDS else _INSPECT
+    _printer = _print_status if _name == "status" else _print_result
+    _session_command(_name, panel=_panel, summary=_summary, printer=_printer)(_read_action(_function))
+
+
+def _refuse_write(dry_run: bool) -> bool:
+    if not dry_run:
+        # plans are projections; the session is canonical and only the host compacts it
+        raise _usage("compact-write-unsupported", "ds4-context never rewrites a session; use --dry-run")
+    return dry_run
+
+
+@_session_command("compact", panel=_PLAN)
+def compact_command(
+    workspace: "ContextWorkspace",
+    *,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run/--write",
+            help="Only show what compaction would do (the default).",
+            callback=_refuse_write,
+        ),
+    ] = True,
+) -> msgspec.Struct:
+    """What compaction would do now (the same as compact-preview). Needs --model and --window."""
+    del dry_run  # --write never gets here
+    return _commands().context_compact_preview(workspace)  # type: ignore[no-any-return]
+
+
+@_session_command("explain", panel=_PLAN)
+def explain_command(
+    workspace: "ContextWorkspace",
+    message_id: Annotated[str, typer.Argument(help="A message id or a bare entry id.")],
+) -> msgspec.Struct:
+    """Why one message is in the plan, replaced by a receipt, trimmed, or left out."""
+    return _commands().context_explain(workspace, message_id)  # type: ignore[no-any-return]
+
+
+@_session_command("restore", panel=_PLAN)
+def restore_command(
+    workspace: "ContextWorkspace",
+    message_id: Annotated[str, typer.Argument(help="A receipt id, a trimmed message id or any message id.")],
+) -> msgspec.Struct:
+    """Show the originals behind a receipt or trimmed result (read-only, 4,000 characters each)."""
+    return _commands().context_restore(workspace, message_id)  # type: ignore[no-any-return]
+
+
+@_session_command("pin", panel=_CHANGE, options=_STORE_ONLY)
+def pin_command(
+    workspace: "ContextWorkspace",
+    entry_id: Annotated[str, typer.Argument(help="The entry to keep in every plan.")],
+    *,
+    label: Annotated[str | None, typer.Option("--label", help="A short label for the pin.")] = None,
+) -> msgspec.Struct:
+    """Pin an entry (appends a ds4-context.pin custom entry to the session)."""
+    return _commands().context_pin(workspace, entry_id, label=label)  # type: ignore[no-any-return]
+
+
+@_session_command("unpin", panel=_CHANGE, options=_STORE_ONLY)
+def unpin_command(
+    workspace: "ContextWorkspace",
+    entry_id: Annotated[str, typer.Argument(help="A pinned entry id.")],
+) -> msgspec.Struct:
+    """Remove a pin (appends a ds4-context.unpin custom entry to the session)."""
+    return _commands().context_unpin(workspace, entry_id)  # type: ignore[no-any-return]
+
+
+@_session_command("memory", panel=_CHANGE, options=_STORE_ONLY)
+def memory_command(
+    workspace: "ContextWorkspace",
+    *,
+    add: Annotated[str | None, typer.Option("--add", help="Remember this text in every plan.")] = None,
+    remove: Annotated[
+        str | None, typer.Option("--remove", help="Forget the memory item with this id.")
+    ] = None,
+) -> msgspec.Struct:
+    """List memory items, or add or remove one (as custom entries in the session)."""
+    return _commands().context_memory(workspace, add=add, remove=remove)  # type: ignore[no-any-return]
+
+
+@_session_command("rebuild-index", panel=_STORE, options=("store",))
+def rebuild_index_command(workspace: "ContextWorkspace") -> msgspec.Struct:
+    """Delete what the store derived from this session and replay the session file."""
+    return _commands().context_rebuild_index(workspace)  # type: ignore[no-any-return]
+
+
+@app.command("index", rich_help_panel=_STORE)
+def index_command(
+    sessions: Annotated[list[Path], typer.Argument(help="Pi session files to index.", show_default=False)],
+    *,
+    store: StoreOption = None,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Delete the store and replay every file.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Index session files into the derived store (incrementally: only appended bytes are read)."""
+    from .commands._workspace import default_store_path  # noqa: PLC0415
+    from .store import open_derived_store  # noqa: PLC0415
+
+    derived = _guard(lambda: open_derived_store(store or default_store_path()))
+    reports = []
+    try:
+        if rebuild:
+            reports = list(_guard(lambda: derived.rebuild(sessions)))
+        else:
+            from rich.progress import (  # noqa: PLC0415 - 60 ms that only long work needs
+                BarColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            with Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                console=Console(stderr=True), transient=True, disable=as_json,
+            ) as progress:  # fmt: skip
+                task = progress.add_task("indexing", total=len(sessions))
+                for path in sessions:
+                    progress.update(task, description=f"indexing {path.name}")
+                    reports.append(_guard(lambda path=path: derived.index_file(path)))  # type: ignore[misc]
+                    progress.advance(task)
+    finally:
+        derived.close()
+    if as_json:
+        from ._cli_json import IndexOutput  # noqa: PLC0415 - with the store, on first use
+
+        _echo_json("index", IndexOutput(reports=tuple(reports)))
+        return
+    table = Table(title="index", title_justify="left")
+    for column in ("session", "mode", "entries indexed", "offset", "artifacts", "issues"):
+        table.add_column(column)
+    for report in reports:
+        table.add_row(
+            escape(report.session_id), report.mode, str(report.entries_indexed), str(report.indexed_offset),
+            str(report.artifacts_stored), str(report.issues),
+        )  # fmt: skip
+    _console().print(table)
+
+
+def _print_planned(workspace: "ContextWorkspace", plan: Any, as_json: bool) -> None:
+    if as_json:
+        from ._cli_json import PlanOutput  # noqa: PLC0415 - with the planner, on first use
+
+        model = workspace.model
+        body = PlanOutput(
+            model=f"{model.provider}:{model.id}" if model else None,
+            manifest=plan.manifest,
+            budget=plan.budget,
+            items=plan.items,
+        )
+        _echo_json("plan", body)
+    else:
+        _print_plan(_console(), workspace, plan)
+    fallback = plan.manifest.fallback
+    if fallback is not None:
+        # the plan is printed either way; a script must still be able to tell it did not fit
+        typer.echo(f"warning [{fallback.code}]: the planner fell back ({fallback.mode})", err=True)
+        raise typer.Exit(EXIT_FALLBACK)
+
+
+@_session_command("plan", panel=_START, options=(*_PLANNING, "retrieve", "digest"), printer=_print_planned)
+def plan_command(workspace: "ContextWorkspace") -> Any:
+    """Plan the session for a model: what is kept, trimmed, receipted and left out, and why."""
+    progress = Console(stderr=True)
+    if not progress.is_terminal:  # a pipe or a log gets the result only
+        return workspace.plan()
+    with progress.status(f"planning {len(workspace.context.messages):,} messages", spinner="dots"):
+        return workspace.plan()
+
+
+def _short(message_id: str) -> str:
+    return message_id.rsplit(":", 1)[-1]
+
+
+def _print_plan(console: Console, workspace: "ContextWorkspace", plan: Any) -> None:
+    manifest = plan.manifest
+    budget = plan.budget
+    summary = Table(title="plan", show_header=False, title_justify="left")
+    summary.add_column("field", style="bold")
+    summary.add_column("value")
+    model = workspace.model
+    summary.add_row("model", f"{model.provider}:{model.id}" if model else "-")
+    summary.add_row("window / hard limit", f"{budget.context_window:,} / {budget.hard_limit:,} tokens")
+    summary.add_row("history", f"{manifest.history_messages} messages, {manifest.native_tokens:,} tokens")
+    # supplements (task digest, retrieved history, memory) are items but not history messages: say so, so
+    # that the kept table's total (every item) adds up to this line
+    supplements = len(plan.items) - manifest.included_messages
+    extra = f" + {supplements} supplement{'s' if supplements != 1 else ''}" if supplements else ""
+    summary.add_row(
+        "planned", f"{manifest.included_messages} messages{extra}, {manifest.planned_tokens:,} tokens"
+    )
+    summary.add_row("saved", f"{manifest.saved_tokens:,} tokens")
+    if manifest.fallback is not None:
+        summary.add_row("fallback", f"[red]{manifest.fallback.mode}: {manifest.fallback.code}[/red]")
+    console.print(summary)
+    _print_composition(console, plan)
+    kept = Counter((item.kind, item.reason) for item in plan.items)
+    tokens: Counter[tuple[str, str]] = Counter()
+    for item in plan.items:
+        tokens[(item.kind, item.reason)] += item.tokens
+    table = Table(title="kept (in the plan)", title_justify="left")
+    for column in ("kind", "why", "messages", "tokens"):
+        table.add_column(column)
+    for key, count in sorted(kept.items(), key=lambda pair: -tokens[pair[0]]):
+        table.add_row(key[0], key[1], str(count), f"{tokens[key]:,}")
+    table.add_section()
+    table.add_row("total", "", str(len(plan.items)), f"{sum(tokens.values()):,}", style="bold")
+    console.print(table)
+    if manifest.receipts:
+        receipts = Table(title="receipted (whole read-only steps replaced; restorable)", title_justify="left")
+        receipts.add_column("receipt", overflow="fold")
+        for column in ("originals", "original tokens", "receipt tokens"):
+            receipts.add_column(column)
+        for record in manifest.receipts:
+            receipts.add_row(
+                _short(record.receipt_id), str(len(record.original_message_ids)),
+                f"{record.original_tokens:,}", f"{record.receipt_tokens:,}",
+            )  # fmt: skip
+        console.print(receipts)
+    if manifest.exclusions:
+        left = Table(title="left out", title_justify="left")
+        for column in ("why", "messages", "tokens"):
+            left.add_column(column)
+        for column in ("from", "to"):
+            # an id is never cut: two ids may differ only in their last characters
+            left.add_column(column, overflow="fold")
+        for exclusion in manifest.exclusions:
+            left.add_row(
+                exclusion.reason, str(exclusion.count), f"{exclusion.tokens:,}",
+                escape(_short(exclusion.first_message_id or "-")),
+                escape(_short(exclusion.last_message_id or "-")),
+            )  # fmt: skip
+        console.print(left)
+
+
+@app.command("conformance", rich_help_panel=_ADAPTERS)
+def conformance_command(
+    target: Annotated[
+        str | None, typer.Argument(help="package.module:factory (default: the Pi session adapter).")
+    ] = None,
+    backend: Annotated[str, typer.Option("--backend", help="asyncio or trio.")] = "asyncio",
+    as_json: JsonOption = False,
+) -> None:
+    """Run the runtime-adapter conformance kit (seven checks) and print the report."""
+    report = _run_conformance(target, backend)
+    if as_json:
+        _echo_json("conformance", report)
+    else:
+        _print_conformance(_console(), report)
+    if not report.passed:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _run_conformance(target: str | None, backend: str) -> Any:
+    from ds4_context_core.conformance import (  # noqa: PLC0415 - the kit is only needed here
+        load_conformance_factory,
+        run_runtime_adapter_conformance_sync,
+    )
+
+    from .pi import pi_session_conformance_factory  # noqa: PLC0415
+
+    if backend not in ("asyncio", "trio"):
+        raise _usage("backend-unknown", "--backend must be asyncio or trio")
+    if backend == "trio" and not _trio_installed():
+        raise _fail("backend-unavailable", "--backend trio needs the trio package (pip install trio)")
+    factory = (
+        pi_session_conformance_factory()
+        if target is None
+        else _guard(lambda: load_conformance_factory(target))
+    )
+    selected: Literal["asyncio", "trio"] = "trio" if backend == "trio" else "asyncio"
+    return run_runtime_adapter_conformance_sync(factory, backend=selected)
+
+
+def _trio_installed() -> bool:
+    try:
+        import trio  # noqa: F401, PLC0415 - only asked whether it is there
+    except ImportError:
+        return False
+    return True
+
+
+def _print_conformance(console: Console, report: Any) -> None:
+    table = Table(
+        title=f"conformance: {report.factory_name} ({report.contract_version})", title_justify="left"
+    )
+    table.add_column("case")
+    table.add_column("result")
+    for case in report.cases:
+        table.add_row(case.id, "[green]pass[/green]" if case.passed else f"[red]{case.failure_code}[/red]")
+    console.print(table)
+    console.print("[bold green]passed[/bold green]" if report.passed else "[bold red]failed[/bold red]")
+
+
+@app.command("demo", rich_help_panel=_START)
+def demo_command(
+    window: Annotated[
+        int | None,
+        typer.Option(
+            "--window", min=2048, help="Context window to plan for (default: one that shows every layer)."
+        ),
+    ] = None,
+    keep: Annotated[
+        Path | None, typer.Option("--keep", help="Write the demo files here and keep them (must not exist).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Offline tour: a long coding session planned for a small window, one receipt restored, conformance."""
+    _guard(lambda: _demo(window, keep, as_json))
+
+
+def _demo(window: int | None, keep: Path | None, as_json: bool) -> None:
+    console = _console()
+    if keep is not None and keep.exists():
+        raise _fail("demo-directory-exists", "--keep needs a directory that does not exist yet")
+    root = (
+        keep.resolve() if keep is not None else Path(tempfile.mkdtemp(prefix="ds4-context-demo-")).resolve()
+    )
+    if keep is not None:
+        root.mkdir(mode=0o700, parents=True)
+    from ._cli_json import DemoOutput  # noqa: PLC0415 - the demo only
+
+    summary: DemoOutput | None = None
+    try:
+        from rich.progress import Progress, SpinnerColumn, TextColumn  # noqa: PLC0415 - the demo only
+
+        with Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), console=Console(stderr=True), transient=True,
+            disable=as_json,
+        ) as progress:  # fmt: skip
+            step = progress.add_task("writing a long coding session", total=None)
+            project = root / "project"
+            project.mkdir(mode=0o700)
+            commands = _commands()
+            session = commands.write_demo_session(root / "sessions" / "demo.jsonl", cwd=str(project))
+            progress.update(step, description="indexing it into the derived store")
+            workspace: ContextWorkspace = commands.ContextWorkspace.open(
+                session, store_path=root / "state" / "derived.sqlite3"
+            )
+            try:
+                first_user = next(m for m in workspace.context.messages if m.role == "user")
+                commands.context_pin(workspace, first_user.source_entry_id, label="the task")
+                progress.update(step, description="choosing a small window and planning")
+                workspace.model = _demo_model(commands, window or _choose_demo_window(workspace, commands))
+                plan = workspace.plan()
+                restored = None
+                target = _restore_target(plan)
+                if target is not None:
+                    progress.update(step, description="restoring the originals behind one decision")
+                    restored = commands.context_restore(workspace, target)
+                progress.update(step, description="running the conformance kit")
+                report = _run_conformance(None, "asyncio")
+                summary = DemoOutput(
+                    directory=str(root),
+                    kept=keep is not None,
+                    session=str(session),
+                    manifest=plan.manifest,
+                    items=plan.items,
+                    restored=restored,
+                    conformance=report,
+                )
+                if not as_json:
+                    progress.stop()
+                    _print_demo(
+                        console,
+                        workspace,
+                        plan,
+                        restored=restored,
+                        report=report,
+                        root=root,
+                        kept=keep is not None,
+                    )
+            finally:
+                workspace.close()
+    finally:
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    if as_json:
+        if summary is None:
+            raise RuntimeError("the demo ended without a summary")
+        _echo_json("demo", summary)
+
+
+def _demo_model(commands: Any, window: int) -> ModelDescriptor:
+    return ModelDescriptor(
+        provider=commands.DEMO_PROVIDER,
+        id=commands.DEMO_MODEL_ID,
+        context_window=window,
+        max_tokens=max(1024, window // 8),
+    )
+
+
+def _choose_demo_window(workspace: "ContextWorkspace", commands: Any) -> int:
+    """The first candidate window whose plan shows the most kinds of decision (receipts count most)."""
+    from ds4_context_core.planner import plan_context  # noqa: PLC0415
+
+    best, best_score = DEMO_WINDOW_TOKENS, -1
+    messages = workspace.context.messages
+    pins = [message.id for message in messages if message.flags.pinned]
+    for candidate in _DEMO_WINDOW_CANDIDATES:
+        plan = plan_context(messages, model=_demo_model(commands, candidate), pins=pins)
+        if plan.manifest.fallback is not None:
+            continue
+        kinds = {item.kind for item in plan.items}
+        score = (
+            4 * bool(plan.manifest.receipts)
+            + 2 * ("trimmed-tool-result" in kinds)
+            + bool(plan.manifest.exclusions)
+        )
+        if score > best_score:
+            best, best_score = candidate, score
+        if score == 7:
+            break
+    return best
+
+
+def _restore_target(plan: Any) -> str | None:
+    """A receipt if the plan has one, else a trimmed tool result: something worth restoring."""
+    if plan.manifest.receipts:
+        return str(plan.manifest.receipts[0].receipt_id)
+    trimmed = [item.message_id for item in plan.items if item.kind == "trimmed-tool-result"]
+    return str(trimmed[0]) if trimmed else None
+
+
+def _print_demo(
+    console: Console,
+    workspace: "ContextWorkspace",
+    plan: Any,
+    *,
+    restored: Any,
+    report: Any,
+    root: Path,
+    kept: bool,
+) -> None:
+    session = workspace.session
+    console.rule("[bold]ds4-context demo")
+    console.print(
+        f"A Pi coding session with {len(session.entries)} entries "
+        f"({workspace.session_path.stat().st_size:,} bytes) was written to a temporary directory, and "
+        "its first request was pinned with a [bold]ds4-context.pin[/bold] custom entry. The planner fits "
+        "the session into a small window: recent turns stay verbatim, old tool output is trimmed (layer 1), "
+        "whole read-only steps become deterministic receipts (layer 2) and the rest is left out, each "
+        "decision with its reason; a task digest of what was left out (request, instructions, files, "
+        "tools) stands in front. The session file is never rewritten.\n"
+    )
+    _print_plan(console, workspace, plan)
+    trimmed = [item for item in plan.items if item.kind == "trimmed-tool-result"]
+    if trimmed:
+        console.print(
+            f"[bold]trimmed[/bold]: {len(trimmed)} old tool results keep their head and tail with a marker; "
+            "the originals stay restorable."
+        )
+    if restored is not None:
+        console.rule("restore")
+        is_receipt = restored.kind == "receipt"
+        kind = "Receipt" if is_receipt else "Trimmed tool result"
+        console.print(
+            f"{kind} {escape(_short(restored.restored_id))} stands for {len(restored.messages)} original "
+            "message(s). The originals, read back from the session (nothing was lost):"
+        )
+        table = Table(show_header=True)
+        table.add_column("message")
+        table.add_column("role")
+        table.add_column("first line")
+        for message in restored.messages[:_DEMO_RESTORE_ROWS]:
+            first_line = message.text.splitlines()[0] if message.text else ""
+            table.add_row(_short(message.message_id), message.role, escape(first_line[:90]))
+        hidden = len(restored.messages) - _DEMO_RESTORE_ROWS
+        if hidden > 0:
+            table.add_row("...", "", f"and {hidden} more (ds4-context restore SESSION ID shows them all)")
+        console.print(table)
+        shown = next((m for m in plan.messages if m.id == restored.restored_id), None)
+        if shown is not None:
+            text = "\n".join(
+                str(getattr(block, "text", None) or getattr(block, "content", "")) for block in shown.blocks
+            )
+            lines = text.splitlines()
+            if len(lines) > _DEMO_PANEL_LINES:
+                lines = [*lines[:_DEMO_PANEL_LINES], "..."]
+            console.print(
+                "What the model sees instead "
+                + (
+                    "(a deterministic receipt, no model inference):"
+                    if is_receipt
+                    else "(head and tail kept):"
+                )
+            )
+            from rich.panel import Panel  # noqa: PLC0415 - the demo only
+
+            console.print(Panel(escape("\n".join(lines)), expand=False))
+    console.rule("conformance")
+    _print_conformance(console, report)
+    where = f"kept in {root}" if kept else "deleted (use --keep DIR to keep them)"
+    console.print(f"\nDemo files {where}. Next: ds4-context plan SESSION --model provider:model --window N")
+
+
+@app.command(rich_help_panel=_ADAPTERS)
+def version() -> None:
+    """Print the installed ds4-context version."""
+    typer.echo(__version__)
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(__version__)
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the installed version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Context management for agent hosts."""
+
+
+_PANEL_ORDER: Final = (_START, _INSPECT, _PLAN, _CHANGE, _STORE, _ADAPTERS)
+# --help lists panels in registration order; put the demo first, then everything by panel
+app.registered_commands.sort(
+    key=lambda info: (_PANEL_ORDER.index(info.rich_help_panel or _ADAPTERS), info.name != "demo")
+)
