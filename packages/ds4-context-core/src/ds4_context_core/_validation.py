@@ -18,7 +18,7 @@ from typing import Final
 import msgspec
 
 from ._exceptions import HistoryValidationError
-from ._groups import ToolRelations, collect_tool_relations, groups_from_relations
+from ._groups import ToolRelations, build_canonical_tool_atomic_groups, collect_tool_relations
 from ._model import (
     HISTORY_MAX_IDENTIFIER_CHARS,
     HISTORY_SCHEMA_VERSION,
@@ -408,12 +408,11 @@ def validate_runtime_history_snapshot(
     issues = _identity_issues(snapshot, expected_runtime_id, expected_session_id, trusted_project_root)
     message_issues, message_ids = _message_issues(snapshot.messages, snapshot.runtime_id, snapshot.session_id)
     issues.extend(message_issues)
-    relations = _recall_built(snapshot)
-    if relations is None:
-        relations = collect_tool_relations(snapshot.messages)
-        expected = groups_from_relations(snapshot.messages, relations)
-    else:
+    relations = collect_tool_relations(snapshot.messages)
+    if _was_built(snapshot):
         expected = snapshot.tool_atomic_groups
+    else:
+        expected = build_canonical_tool_atomic_groups(snapshot.messages)
     issues.extend(_tool_issues(relations))
     unique = len(message_ids) == len(snapshot.messages)
     issues.extend(_group_issues(snapshot.tool_atomic_groups, expected, message_ids, unique))
@@ -460,39 +459,37 @@ def build_runtime_history_snapshot(
 ) -> RuntimeHistorySnapshot:
     """A snapshot with its tool atomic groups computed from ``messages``. It is not validated here."""
     history = tuple(messages)
-    relations = collect_tool_relations(history)
     snapshot = RuntimeHistorySnapshot(
         runtime_id=runtime_id,
         session_id=session_id,
         revision=revision,
         project_root=project_root,
         messages=history,
-        tool_atomic_groups=groups_from_relations(history, relations),
+        tool_atomic_groups=build_canonical_tool_atomic_groups(history),
     )
-    _remember_built(snapshot, relations)
+    _remember_built(snapshot)
     return snapshot
 
 
-# Snapshots made by build_runtime_history_snapshot, with the tool relations their groups came from.
+# Snapshots made by build_runtime_history_snapshot.
 # A snapshot is frozen and its messages are an immutable tuple of frozen records, so for exactly that
 # object the groups are known to be the recomputed ones and validation can skip grouping a second time.
 # Entries are weak: they vanish with their snapshot, and a replaced copy is a new object that misses.
-_built: dict[int, tuple[weakref.ref[RuntimeHistorySnapshot], ToolRelations]] = {}
+_built: dict[int, weakref.ref[RuntimeHistorySnapshot]] = {}
 
 
-def _remember_built(snapshot: RuntimeHistorySnapshot, relations: ToolRelations) -> None:
+def _remember_built(snapshot: RuntimeHistorySnapshot) -> None:
     key = id(snapshot)
 
     def forget(_dead: weakref.ref[RuntimeHistorySnapshot]) -> None:
         entry = _built.get(key)
-        if entry is not None and entry[0] is _dead:
+        if entry is _dead:
             del _built[key]
 
-    _built[key] = (weakref.ref(snapshot, forget), relations)
+    _built[key] = weakref.ref(snapshot, forget)
 
 
-def _recall_built(snapshot: RuntimeHistorySnapshot) -> ToolRelations | None:
+def _was_built(snapshot: RuntimeHistorySnapshot) -> bool:
+    """Whether ``snapshot`` is exactly an object ``build_runtime_history_snapshot`` made."""
     entry = _built.get(id(snapshot))
-    if entry is None or entry[0]() is not snapshot:
-        return None
-    return entry[1]
+    return entry is not None and entry() is snapshot

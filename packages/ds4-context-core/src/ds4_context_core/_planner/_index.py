@@ -1,4 +1,9 @@
-"""Stage 2: an append-only memo of per-message facts and tool atomic groups.
+"""Where tool atomic groups are built: an append-only memo of per-message facts and tool units.
+
+A tool call and every result answering it form one *unit* (all calls of one message share it), built
+here by union-find while the history is walked once. The planner plans units; the public builder
+(:func:`tool_atomic_groups`, behind ``history.build_canonical_tool_atomic_groups``) and snapshot
+validation read the same units, so the structure has exactly one implementation.
 
 The memo is keyed by position under one rule: it only ever describes a prefix of the history it was
 built from, and it is extended only when the new input starts with exactly that prefix (checked with a
@@ -10,14 +15,15 @@ re-planning after ``k`` appended messages touches ``k`` messages.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
-from ds4_context_core._groups import tool_atomic_group_id
 from ds4_context_core._model import (
     CanonicalMessage,
     OpaqueProviderBlock,
+    RuntimeToolAtomicGroup,
     ToolCallBlock,
     ToolResultBlock,
 )
@@ -31,6 +37,13 @@ INCOMPLETE: Final = "tool-call-incomplete"
 _PATH_KEYS: Final = ("file_path", "path", "notebook_path", "filename")
 # A first build of at least this many messages estimates tokens only where a plan needs them.
 _DEFER_FROM: Final = 256
+TOOL_ATOMIC_GROUP_ID_PREFIX: Final = "runtime-tool-group:"
+
+
+def tool_atomic_group_id(message_ids: Iterable[str]) -> str:
+    """Deterministic group id: prefix + first 16 hex chars of sha256 of the NUL-joined message ids."""
+    digest = hashlib.sha256("\0".join(message_ids).encode("utf-8", "surrogatepass")).hexdigest()
+    return TOOL_ATOMIC_GROUP_ID_PREFIX + digest[:16]
 
 
 def call_path(call: ToolCallBlock) -> str | None:
@@ -95,6 +108,7 @@ class HistoryIndex:
         self.open_calls: dict[int, int] = {}  # unit root -> calls still without a result
         self.early_results: dict[str, list[int]] = {}  # call id -> results seen before any call
         self.bad: dict[int, str] = {}  # unit root -> why it can never be complete
+        self.repeated_calls: set[str] = set()  # call ids made by more than one call block
         # Positions of each tool unit, by root. A root with ``parent[root] == root`` missing here is a
         # run: the root and the positions right after it whose parent is the root (how the first walk
         # leaves most units, to save a list per unit); ``unit_members`` lists it on first use.
@@ -214,23 +228,24 @@ class HistoryIndex:
         self.source = messages
         self.view = messages if self.sanitizer is None else self._sanitized
 
-    def _extend(self, messages: tuple[CanonicalMessage, ...]) -> None:
+    def _extend(self, messages: tuple[CanonicalMessage, ...], *, structure_only: bool = False) -> None:
         start = len(self.source)
         # Only a large first build of the default estimator defers estimates: an append is estimated
         # at once (it is what the next plan sends), and a caller's estimator must fail at index time.
-        deferred = (
-            start == 0
-            and len(messages) >= _DEFER_FROM
-            and self.estimator is fast_chars_v1
-            and self.sanitizer is None
+        # A build for the tool units alone (``index_tool_units``) defers them whatever its size.
+        deferred = start == 0 and (
+            structure_only
+            or (len(messages) >= _DEFER_FROM and self.estimator is fast_chars_v1 and self.sanitizer is None)
         )
-        if not (deferred and self._first_walk(messages)):
-            self._walk(messages, deferred=deferred)
+        # Estimates that could fail later are made now, unless the build is for the tool units alone.
+        estimate_odd = deferred and not structure_only
+        if not (deferred and self._first_walk(messages, estimate_odd=estimate_odd)):
+            self._walk(messages, deferred=deferred, estimate_odd=estimate_odd)
         if deferred:
             self.known_from = len(messages)
             self.cumulative = [0] * (len(messages) + 1)
 
-    def _first_walk(self, messages: tuple[CanonicalMessage, ...]) -> bool:
+    def _first_walk(self, messages: tuple[CanonicalMessage, ...], *, estimate_odd: bool) -> bool:
         """The deferred first build for the usual shape of a history, in about half the time of
         ``_walk``; returns False, having changed nothing, when the history needs the general walk.
 
@@ -243,7 +258,7 @@ class HistoryIndex:
         reference and reports every error exactly.
         """
         try:
-            built = _first_structure(messages)
+            built = _first_structure(messages, estimate_odd=estimate_odd)
         except Exception:  # _IrregularShapeError, or a malformed message: the general walk reports it exactly
             return False
         parent, position_of, user_positions, pinned, members, callers, answered, orphans, tokens = built
@@ -275,7 +290,9 @@ class HistoryIndex:
         self.tokens = tokens
         return True
 
-    def _walk(self, messages: tuple[CanonicalMessage, ...], *, deferred: bool) -> None:  # noqa: PLR0915
+    def _walk(  # noqa: PLR0915
+        self, messages: tuple[CanonicalMessage, ...], *, deferred: bool, estimate_odd: bool
+    ) -> None:
         # One tight loop on purpose: this is the only per-message work of a cold plan, and on a long
         # history it is bound by memory traffic, so every message is read once.
         sanitizer = self.sanitizer
@@ -344,7 +361,7 @@ class HistoryIndex:
                         open_calls[root] -= 1
                 elif kind is ToolCallBlock:
                     call: ToolCallBlock = block  # type: ignore[assignment]
-                    if deferred and not unusual:
+                    if estimate_odd and not unusual:
                         # ``flat_arguments`` with ASCII keys, inlined as one loop over the (few) items:
                         # a function call and two temporary sets per tool call cost more than the rest.
                         arguments = call.arguments
@@ -363,6 +380,7 @@ class HistoryIndex:
                     call_id = call.id
                     if call_id in callers:
                         bad.setdefault(root, INCOMPLETE)
+                        self.repeated_calls.add(call_id)
                         root = self._join(root, find(callers[call_id]))
                     else:
                         callers[call_id] = position
@@ -375,7 +393,7 @@ class HistoryIndex:
                 elif kind is OpaqueProviderBlock:
                     unusual = True
             if deferred:
-                if unusual:
+                if unusual and estimate_odd:
                     # Deferred estimates must not fail later: estimate now what stable JSON might reject.
                     token_list[position] = fast_chars_v1(message)
             else:
@@ -436,7 +454,7 @@ class HistoryIndex:
 
 
 def _first_structure(  # noqa: PLR0915
-    messages: tuple[CanonicalMessage, ...],
+    messages: tuple[CanonicalMessage, ...], *, estimate_odd: bool = True
 ) -> tuple[
     list[int],
     dict[str, int],
@@ -468,7 +486,7 @@ def _first_structure(  # noqa: PLR0915
         position_of[message.id] = position
         root = -1
         has_result = False
-        odd = False
+        odd = not estimate_odd  # True: skip the argument scan, nothing will be estimated
         for block in message.blocks:
             kind = type(block)
             if kind is ToolResultBlock:
@@ -519,7 +537,7 @@ def _first_structure(  # noqa: PLR0915
                 odd = True
         if root >= 0:
             parent[position] = root
-        if odd:
+        if odd and estimate_odd:
             unusual.append(position)
         flags = message.flags
         if message.role == "user" and not has_result and not flags.synthetic:
@@ -560,3 +578,83 @@ def sync_index(
     fresh = HistoryIndex(estimator, sanitizer)
     fresh.extend(messages)
     return fresh
+
+
+def index_tool_units(messages: Sequence[CanonicalMessage]) -> HistoryIndex:
+    """An index of ``messages`` for its tool units alone: token estimates are left for later."""
+    history = tuple(messages)
+    for position, message in enumerate(history):
+        if type(message) is not CanonicalMessage:
+            raise TypeError(f"history item {position} is not a CanonicalMessage")
+    index = HistoryIndex(fast_chars_v1, None)
+    index._extend(history, structure_only=True)
+    index.source = index.view = history
+    return index
+
+
+def _merge_orphans(index: HistoryIndex, members: dict[int, list[int]], ids: dict[int, list[str]]) -> None:
+    """Merge units that share the id of a call the history never makes (each id lands in one group)."""
+    callers, find = index.callers, index.find
+    into: dict[int, int] = {}  # unit root -> the root of the unit it merged into
+
+    def target(root: int) -> int:
+        while root in into:
+            root = into[root]
+        return root
+
+    for call_id, positions in index.early_results.items():
+        if call_id in callers:
+            continue
+        roots = sorted({target(find(position)) for position in positions})
+        for other in roots[1:]:
+            into[other] = roots[0]
+            members[roots[0]] = sorted(members[roots[0]] + members.pop(other))
+            known = ids[roots[0]]
+            known.extend(i for i in ids.pop(other) if i not in known)
+
+
+def tool_atomic_groups(index: HistoryIndex) -> tuple[RuntimeToolAtomicGroup, ...]:
+    """The public tool atomic groups of the indexed history, sorted by their first message id.
+
+    ``complete`` is true when every call id of the group has exactly one call block and at least one
+    result (in any order: a unit the planner cannot send because a result precedes its call is still
+    complete as a group).
+    """
+    parent, find, callers = index.parent, index.find, index.callers
+    members = {root: index.unit_members(root) for root, up in enumerate(parent) if up == root}
+    if not members:
+        return ()
+    ids: dict[int, list[str]] = {root: [] for root in members}
+    for call_id, position in callers.items():
+        ids[find(position)].append(call_id)
+    orphan_ids = [call_id for call_id in index.early_results if call_id not in callers]
+    for call_id in orphan_ids:
+        ids[find(index.early_results[call_id][0])].append(call_id)
+    if any(len(index.early_results[call_id]) > 1 for call_id in orphan_ids):
+        _merge_orphans(index, members, ids)
+    answered, early, repeated = index.answered, index.early_results, index.repeated_calls
+    source = index.source
+    groups: list[RuntimeToolAtomicGroup] = []
+    for root, positions in members.items():
+        message_ids = tuple([source[position].id for position in positions])
+        group_ids = ids[root]
+        complete = all(
+            call_id in callers and call_id not in repeated and (call_id in answered or call_id in early)
+            for call_id in group_ids
+        )
+        groups.append(
+            RuntimeToolAtomicGroup(
+                id=tool_atomic_group_id(message_ids),
+                message_ids=message_ids,
+                tool_call_ids=tuple(sorted(group_ids)) if len(group_ids) > 1 else tuple(group_ids),
+                complete=complete,
+            )
+        )
+    # Groups already run by first position; the contract orders them by first message id, which
+    # differs only when ids are not in history order.
+    groups.sort(key=_first_message_id)
+    return tuple(groups)
+
+
+def _first_message_id(group: RuntimeToolAtomicGroup) -> str:
+    return group.message_ids[0]
