@@ -27,13 +27,16 @@ from ._planner._index import (
     index_tool_units,
     tool_atomic_group_id,
     tool_atomic_groups,
+    tool_ids_regular,
 )
 
 __all__ = [
     "TOOL_ATOMIC_GROUP_ID_PREFIX",
+    "CheckedGroups",
     "ToolRelations",
     "build_canonical_tool_atomic_groups",
     "collect_tool_relations",
+    "group_and_check",
     "tool_atomic_group_id",
 ]
 
@@ -99,3 +102,27 @@ def build_canonical_tool_atomic_groups(
     grouped by position, so a corrupt history still yields groups that validation can report on.
     """
     return tool_atomic_groups(index_tool_units(messages))
+
+
+class CheckedGroups:
+    """The groups of a history, with what validation's call-id checks need from the same walk.
+
+    ``ids_regular``: every call id is made by exactly one call block and every result answers a call
+    the history makes; ``call_ids``: every call id, in history order. Only when the ids are irregular
+    (or one is malformed) does validation need :func:`collect_tool_relations` to say which.
+    """
+
+    __slots__ = ("call_ids", "groups", "ids_regular")
+
+    def __init__(
+        self, groups: tuple[RuntimeToolAtomicGroup, ...], call_ids: list[str], ids_regular: bool
+    ) -> None:
+        self.groups = groups
+        self.call_ids = call_ids
+        self.ids_regular = ids_regular
+
+
+def group_and_check(messages: Sequence[CanonicalMessage]) -> CheckedGroups:
+    """:func:`build_canonical_tool_atomic_groups` and the call-id facts of the same walk."""
+    index = index_tool_units(messages)
+    return CheckedGroups(tool_atomic_groups(index), list(index.callers), tool_ids_regular(index))

@@ -592,6 +592,13 @@ def index_tool_units(messages: Sequence[CanonicalMessage]) -> HistoryIndex:
     return index
 
 
+def tool_ids_regular(index: HistoryIndex) -> bool:
+    """Whether every call id is made by exactly one call block and every result answers a call the
+    history makes (anywhere: order is the planner's concern, not the groups')."""
+    callers = index.callers
+    return not index.repeated_calls and all(call_id in callers for call_id in index.early_results)
+
+
 def _merge_orphans(index: HistoryIndex, members: dict[int, list[int]], ids: dict[int, list[str]]) -> None:
     """Merge units that share the id of a call the history never makes (each id lands in one group)."""
     callers, find = index.callers, index.find
