@@ -64,6 +64,18 @@ def normalize_tool_name(name: str) -> str:
     return name.lower().replace("_", "").replace("-", "")
 
 
+def arguments_unusual(arguments: object) -> bool:
+    """Whether a call's arguments are not what the deferred estimate takes for granted (``flat_arguments``
+    with ASCII keys): such a message is estimated at once, since stable JSON might reject it later."""
+    if type(arguments) is not dict:
+        return True
+    for key, value in arguments.items():
+        held = type(value)  # a str (the usual value) needs no set lookup
+        if type(key) is not str or (held is not str and held not in _FLAT_VALUE_TYPES) or not key.isascii():
+            return True
+    return False
+
+
 class HistoryIndexError(Exception):
     """Internal: the history or a caller callback cannot be indexed; carries the fallback code."""
 
@@ -261,7 +273,7 @@ class HistoryIndex:
             built = _first_structure(messages, estimate_odd=estimate_odd)
         except Exception:  # _IrregularShapeError, or a malformed message: the general walk reports it exactly
             return False
-        parent, position_of, user_positions, pinned, members, callers, answered, orphans, tokens = built
+        parent, callers, answered, orphans = built.parent, built.callers, built.answered, built.orphans
         open_calls = dict.fromkeys(callers.values(), 0)  # every calling message is a root
         for positions in orphans.values():
             open_calls.update(dict.fromkeys(positions, 0))
@@ -277,35 +289,32 @@ class HistoryIndex:
                 bad[position] = ORPHANED
                 incomplete[position] = ORPHANED
         self.parent = parent
-        self.position_of = position_of
-        self.user_positions = user_positions
-        self.pinned = pinned
-        self.members = members
+        self.position_of = built.position_of
+        self.user_positions = built.user_positions
+        self.pinned = built.pinned
+        self.members = built.members
         self.callers = callers
         self.answered = answered
         self.open_calls = open_calls
         self.early_results = orphans
         self.bad = bad
         self.incomplete = incomplete
-        self.tokens = tokens
+        self.tokens = built.tokens
         return True
 
-    def _walk(  # noqa: PLR0915
+    def _walk(  # noqa: PLR0915 - one tight loop: the only per-message work of a cold plan
         self, messages: tuple[CanonicalMessage, ...], *, deferred: bool, estimate_odd: bool
     ) -> None:
-        # One tight loop on purpose: this is the only per-message work of a cold plan, and on a long
-        # history it is bound by memory traffic, so every message is read once.
-        sanitizer = self.sanitizer
-        estimator = self.estimator
-        default_estimator = estimator is fast_chars_v1
-        sanitized, token_list, cumulative = self._sanitized, self.tokens, self.cumulative
-        position_of, user_positions = self.position_of, self.user_positions
-        parent, members = self.parent, self.members
-        callers, answered, open_calls = self.callers, self.answered, self.open_calls
-        early_results, bad, incomplete = self.early_results, self.bad, self.incomplete
+        """The general walk, the reference for every shape of history (``_first_walk`` is its fast path).
+
+        Every message is read once; the per-block work is in ``_link_result`` and ``_link_call``.
+        """
+        token_list, cumulative = self.tokens, self.cumulative
+        callers, parent, answered, open_calls = self.callers, self.parent, self.answered, self.open_calls
         group_ids = self.group_ids
-        find = self.find
-        flat_types = _FLAT_VALUE_TYPES
+        plain = self.estimator is fast_chars_v1
+        sanitized = self._sanitized if self.sanitizer is not None else None
+        position_of = self.position_of
         total = cumulative[-1]
         if deferred:  # only a first build defers: every estimate starts unknown (-1)
             token_list.extend([-1] * len(messages))
@@ -315,18 +324,7 @@ class HistoryIndex:
                 raise HistoryIndexError(
                     "history-invalid", f"history item {position} is not a CanonicalMessage"
                 )
-            view = message
-            if sanitizer is not None:
-                try:
-                    view = sanitizer(message)
-                except Exception:
-                    raise HistoryIndexError(
-                        "privacy-sanitizer-failed", "the privacy sanitizer raised"
-                    ) from None
-                if type(view) is not CanonicalMessage or view.id != message.id:
-                    raise HistoryIndexError(
-                        "privacy-sanitizer-failed", "the sanitizer must keep the message id"
-                    )
+            view = message if self.sanitizer is None else self._sanitize(message)
             root = -1
             has_result = False
             unusual = False
@@ -336,99 +334,121 @@ class HistoryIndex:
                     has_result = True
                     call_id: str = block.tool_call_id  # type: ignore[union-attr]
                     caller = callers.get(call_id)
-                    if caller is None:
-                        if root < 0:
-                            root = position
-                            parent.append(position)
-                            members[position] = [position]
-                            open_calls[position] = 0
-                        early_results.setdefault(call_id, []).append(position)
-                        bad[root] = ORPHANED
-                        continue
-                    caller_root = caller if parent[caller] == caller else find(caller)
-                    if root < 0:
-                        # The common case: a result message joins its call's unit at the end.
-                        root = caller_root
+                    if root < 0 and caller is not None and parent[caller] == caller:
+                        # The common case, inline: a result message joins its step's unit at the end.
+                        root = caller
                         joined = self.unit_members(root)  # before the parent entry: a run ends here
                         parent.append(root)
                         joined.append(position)
                         if group_ids:
                             group_ids.pop(root, None)
-                    elif root != caller_root:
-                        root = self._join(root, caller_root)
-                    if call_id not in answered:
-                        answered.add(call_id)
-                        open_calls[root] -= 1
-                elif kind is ToolCallBlock:
-                    call: ToolCallBlock = block  # type: ignore[assignment]
-                    if estimate_odd and not unusual:
-                        # ``flat_arguments`` with ASCII keys, inlined as one loop over the (few) items:
-                        # a function call and two temporary sets per tool call cost more than the rest.
-                        arguments = call.arguments
-                        if type(arguments) is dict:
-                            for key, value in arguments.items():
-                                if type(key) is not str or type(value) not in flat_types or not key.isascii():
-                                    unusual = True
-                                    break
-                        else:
-                            unusual = True
-                    if root < 0:
-                        root = position
-                        parent.append(position)
-                        members[position] = [position]
-                        open_calls[position] = 0
-                    call_id = call.id
-                    if call_id in callers:
-                        bad.setdefault(root, INCOMPLETE)
-                        self.repeated_calls.add(call_id)
-                        root = self._join(root, find(callers[call_id]))
+                        if call_id not in answered:
+                            answered.add(call_id)
+                            open_calls[root] -= 1
                     else:
-                        callers[call_id] = position
-                        open_calls[root] += 1
-                    if early_results and call_id in early_results:
-                        # A result that came before its call can never be sent in order.
-                        for other in early_results[call_id]:
-                            root = self._join(root, find(other))
-                        bad[root] = ORPHANED
+                        root = self._link_result(position, call_id, root)
+                elif kind is ToolCallBlock:
+                    if estimate_odd and not unusual:
+                        unusual = arguments_unusual(block.arguments)  # type: ignore[union-attr]
+                    root = self._link_call(position, block.id, root)  # type: ignore[union-attr]
                 elif kind is OpaqueProviderBlock:
                     unusual = True
-            if deferred:
-                if unusual and estimate_odd:
-                    # Deferred estimates must not fail later: estimate now what stable JSON might reject.
-                    token_list[position] = fast_chars_v1(message)
-            else:
-                if default_estimator and view is message:
-                    tokens = fast_chars_v1(message)
-                else:
-                    try:
-                        tokens = estimator(view)
-                    except Exception:
-                        raise HistoryIndexError(
-                            "token-estimator-failed", "the token estimator raised"
-                        ) from None
-                    if type(tokens) is not int or tokens < 0:
-                        raise HistoryIndexError(
-                            "token-estimator-failed", "the token estimator must return an int >= 0"
-                        )
+            if not deferred:
+                tokens = fast_chars_v1(message) if plain and view is message else self._estimate(view)
                 token_list.append(tokens)
                 total += tokens
                 cumulative.append(total)
+            elif unusual and estimate_odd:
+                # Deferred estimates must not fail later: estimate now what stable JSON might reject.
+                token_list[position] = fast_chars_v1(message)
             if root < 0:
                 parent.append(-1)
-            elif open_calls[root] != 0 or root in bad:
-                incomplete[root] = bad.get(root, INCOMPLETE)
-            elif root in incomplete:
-                del incomplete[root]
-            if sanitizer is not None:
+            elif open_calls[root] != 0 or root in self.bad:
+                self.incomplete[root] = self.bad.get(root, INCOMPLETE)
+            elif root in self.incomplete:
+                del self.incomplete[root]
+            if sanitized is not None:
                 sanitized.append(view)
             message_id = message.id
             if position_of.setdefault(message_id, position) != position and self.duplicate_id is None:
                 self.duplicate_id = message_id
             flags = message.flags
             if message.role == "user" and not has_result and not flags.synthetic:
-                user_positions.append(position)
+                self.user_positions.append(position)
             if flags.pinned:
                 self.pinned.append(position)
+
+    def _sanitize(self, message: CanonicalMessage) -> CanonicalMessage:
+        sanitizer = self.sanitizer
+        assert sanitizer is not None
+        try:
+            view = sanitizer(message)
+        except Exception:
+            raise HistoryIndexError("privacy-sanitizer-failed", "the privacy sanitizer raised") from None
+        if type(view) is not CanonicalMessage or view.id != message.id:
+            raise HistoryIndexError("privacy-sanitizer-failed", "the sanitizer must keep the message id")
+        return view
+
+    def _estimate(self, view: CanonicalMessage) -> int:
+        try:
+            tokens = self.estimator(view)
+        except Exception:
+            raise HistoryIndexError("token-estimator-failed", "the token estimator raised") from None
+        if type(tokens) is not int or tokens < 0:
+            raise HistoryIndexError("token-estimator-failed", "the token estimator must return an int >= 0")
+        return tokens
+
+    def _new_unit(self, position: int) -> int:
+        self.parent.append(position)
+        self.members[position] = [position]
+        self.open_calls[position] = 0
+        return position
+
+    def _link_result(self, position: int, call_id: str, root: int) -> int:
+        """Join the result of ``call_id`` at ``position`` to its call's unit; the message's unit root."""
+        caller = self.callers.get(call_id)
+        if caller is None:
+            if root < 0:
+                root = self._new_unit(position)
+            self.early_results.setdefault(call_id, []).append(position)
+            self.bad[root] = ORPHANED
+            return root
+        parent = self.parent
+        caller_root = caller if parent[caller] == caller else self.find(caller)
+        if root < 0:
+            # The common case: a result message joins its call's unit at the end.
+            root = caller_root
+            joined = self.unit_members(root)  # before the parent entry: a run ends here
+            parent.append(root)
+            joined.append(position)
+            if self.group_ids:
+                self.group_ids.pop(root, None)
+        elif root != caller_root:
+            root = self._join(root, caller_root)
+        if call_id not in self.answered:
+            self.answered.add(call_id)
+            self.open_calls[root] -= 1
+        return root
+
+    def _link_call(self, position: int, call_id: str, root: int) -> int:
+        """Record the call ``call_id`` at ``position`` in the message's unit; the unit's root."""
+        if root < 0:
+            root = self._new_unit(position)
+        callers = self.callers
+        if call_id in callers:
+            self.bad.setdefault(root, INCOMPLETE)
+            self.repeated_calls.add(call_id)
+            root = self._join(root, self.find(callers[call_id]))
+        else:
+            callers[call_id] = position
+            self.open_calls[root] += 1
+        early_results = self.early_results
+        if early_results and call_id in early_results:
+            # A result that came before its call can never be sent in order.
+            for other in early_results[call_id]:
+                root = self._join(root, self.find(other))
+            self.bad[root] = ORPHANED
+        return root
 
     def _join(self, left: int, right: int) -> int:
         """Union two units; the smaller position is the root. Returns the root."""
@@ -453,31 +473,49 @@ class HistoryIndex:
         return root
 
 
-def _first_structure(  # noqa: PLR0915
+class _FirstFacts:
+    """What ``_first_structure`` finds, for ``HistoryIndex._first_walk`` to keep."""
+
+    __slots__ = (
+        "answered",
+        "callers",
+        "members",
+        "orphans",
+        "parent",
+        "pinned",
+        "position_of",
+        "tokens",
+        "user_positions",
+    )
+
+    def __init__(self, size: int) -> None:
+        self.parent = [-1] * size
+        self.tokens = [-1] * size
+        self.position_of: dict[str, int] = {}
+        self.user_positions: list[int] = []
+        self.pinned: list[int] = []
+        self.members: dict[int, list[int]] = {}
+        self.callers: dict[str, int] = {}
+        self.answered: set[str] = set()
+        self.orphans: dict[str, list[int]] = {}
+
+
+def _first_structure(  # noqa: PLR0915 - the cold plan's one pass over every block, kept in one loop
     messages: tuple[CanonicalMessage, ...], *, estimate_odd: bool = True
-) -> tuple[
-    list[int],
-    dict[str, int],
-    list[int],
-    list[int],
-    dict[int, list[int]],
-    dict[str, int],
-    set[str],
-    dict[str, list[int]],
-    list[int],
-]:
+) -> _FirstFacts:
     """The facts ``HistoryIndex._first_walk`` keeps; raises ``_IrregularShapeError`` outside its shape."""
     size = len(messages)
     flat_types = _FLAT_VALUE_TYPES
-    parent = [-1] * size
-    tokens = [-1] * size
-    position_of: dict[str, int] = {}
-    user_positions: list[int] = []
-    pinned: list[int] = []
+    facts = _FirstFacts(size)
+    parent, position_of, callers, answered, orphans = (
+        facts.parent,
+        facts.position_of,
+        facts.callers,
+        facts.answered,
+        facts.orphans,
+    )
+    user_positions, pinned = facts.user_positions, facts.pinned
     gapped: list[int] = []  # roots of units that are not one run of positions
-    callers: dict[str, int] = {}
-    answered: set[str] = set()
-    orphans: dict[str, list[int]] = {}
     unusual: list[int] = []
     calls = 0
     for position, message in enumerate(messages):
@@ -495,31 +533,29 @@ def _first_structure(  # noqa: PLR0915
                 caller = callers.get(call_id)
                 if caller is None:
                     # An orphan, unless a later message makes this call (checked after the loop).
-                    if root < 0:
-                        root = position
-                    elif root != position:
+                    if root >= 0 and root != position:
                         raise _IrregularShapeError
+                    root = position
                     orphans.setdefault(call_id, []).append(position)
                     continue
-                if caller == position:
-                    raise _IrregularShapeError  # a call answered within its own message
-                # A calling message is its own unit's root (a message that also answers is irregular).
+                # A calling message is its own unit's root (a message that also answers is irregular,
+                # and so is one answering two steps).
+                if caller == position or (root >= 0 and root != caller):
+                    raise _IrregularShapeError
                 if root < 0:
                     root = caller
                     if parent[position - 1] != caller:
                         gapped.append(caller)
-                elif root != caller:
-                    raise _IrregularShapeError  # one message answering two steps
                 answered.add(call_id)
             elif kind is ToolCallBlock:
-                if root < 0:
-                    root = position
-                elif root != position or has_result:
+                if has_result or (root >= 0 and root != position):
                     raise _IrregularShapeError
+                root = position
                 callers[block.id] = position  # type: ignore[union-attr]
                 calls += 1
                 if not odd:
-                    # ``flat_arguments`` with ASCII keys, inlined as in ``_walk``.
+                    # ``arguments_unusual``, inlined: this pass runs it for every tool call of a cold
+                    # plan, where the function call costs more than the check (about 3 % of the plan).
                     arguments = block.arguments  # type: ignore[union-attr]
                     if type(arguments) is dict:
                         for key, value in arguments.items():
@@ -548,17 +584,22 @@ def _first_structure(  # noqa: PLR0915
         raise _IrregularShapeError  # a duplicate message or call id
     if orphans and not callers.keys().isdisjoint(orphans):
         raise _IrregularShapeError  # a result that came before its call
-    # Units are runs (see ``HistoryIndex.members``) but those answered after another message.
+    facts.members = _gapped_members(parent, gapped)
+    # Deferred estimates must not fail later: estimate now what stable JSON might reject.
+    for position in unusual:
+        facts.tokens[position] = fast_chars_v1(messages[position])
+    return facts
+
+
+def _gapped_members(parent: list[int], gapped: list[int]) -> dict[int, list[int]]:
+    """Members of the units that are not one run of positions (see ``HistoryIndex.members``)."""
     members: dict[int, list[int]] = {root: [] for root in gapped}
     if members:
-        for position in range(min(members), size):
+        for position in range(min(members), len(parent)):
             unit = parent[position]
             if unit in members:
                 members[unit].append(position)
-    # Deferred estimates must not fail later: estimate now what stable JSON might reject.
-    for position in unusual:
-        tokens[position] = fast_chars_v1(messages[position])
-    return parent, position_of, user_positions, pinned, members, callers, answered, orphans, tokens
+    return members
 
 
 def sync_index(

@@ -110,19 +110,6 @@ class _Candidates:
         self.last = inputs.size - 1
         self.deferring = deferring
 
-    def later_touches(self, call: ToolCallBlock | None, call_position: int) -> tuple[bool, bool]:
-        """Whether a later call re-reads (read-only tool) or edits (write tool) the call's file."""
-        later_reread = later_edited = False
-        if call is not None:
-            path = call_path(call)
-            later = self.touches.get(path) if path is not None else None
-            if later:
-                for name, at in later.items():
-                    if at > call_position:
-                        later_reread = later_reread or name in self.read_only
-                        later_edited = later_edited or name in self.write
-        return later_reread, later_edited
-
     def build(self, position: int) -> tuple[JudgeCandidate, bool]:
         """The candidate at ``position``, and whether its evidence scan is still to run."""
         index = self.inputs.index
@@ -147,7 +134,17 @@ class _Candidates:
         if evidence is None and not self.deferring:
             evidence = scan_evidence(content, self.words)
             cache[position] = evidence
-        later_reread, later_edited = self.later_touches(call, index.callers.get(call_id, position))
+        later_reread = later_edited = False
+        if call is not None:
+            # Whether a later call re-reads (read-only tool) or edits (write tool) the call's file.
+            path = call_path(call)
+            later = self.touches.get(path) if path is not None else None
+            if later:
+                call_position = index.callers.get(call_id, position)
+                for name, at in later.items():
+                    if at > call_position:
+                        later_reread = later_reread or name in self.read_only
+                        later_edited = later_edited or name in self.write
         candidate = JudgeCandidate(
             message_id=message.id,
             tool_call_id=call_id,
