@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 
 import msgspec
 
@@ -13,7 +14,7 @@ from ._common import NameCache
 from ._decisions import Decisions, PlanInputs, Trim
 from ._index import normalize_tool_name as _norm
 from ._pruning import trim_text
-from ._verdicts import Verdicts
+from ._verdicts import Verdicts, result_positions
 
 
 def trimmed_copy(message: CanonicalMessage, config: PruningConfig) -> CanonicalMessage | None:
@@ -113,3 +114,49 @@ def trim_results(
             decisions.trims[position] = Trim(position=position, message=message, tokens=tokens, score=keep)
             decisions.unit_tokens[index.unit_of(position)] -= gain
     return 0 if pruning.dry_run else saved
+
+
+def trim_turn(
+    inputs: PlanInputs,
+    decisions: Decisions,
+    roots: list[int],
+    *,
+    need: int,
+    skip: Mapping[int, object],
+    trimmed_ids: list[str],
+) -> int:
+    """Trim the results of the turn in progress (the units ``roots``), largest first, until ``need``
+    tokens are saved; the tokens saved.
+
+    The cut drops whole units, so without this a turn whose newest results alone pass the budget would
+    lose them with nothing in their place. A trimmed copy keeps the head, the tail and a marker naming
+    how to restore the rest. The preserve-recent and keep gates of layer 1 do not apply (the other
+    choice is dropping the result), the never-prune tools do; units in ``skip`` (mandatory) and
+    receipted units are left alone, and a dry run trims nothing.
+    """
+    pruning = inputs.pruning
+    if not pruning.enabled or pruning.dry_run or need <= 0:
+        return 0
+    index = inputs.index
+    never = frozenset(_norm(name) for name in pruning.never_prune_tools)
+    norm = NameCache()
+    chosen = [root for root in roots if root not in skip and root not in decisions.receipt_of]
+    positions = [p for p in result_positions(index, chosen) if p not in decisions.trims]
+    positions.sort(key=lambda position: (-index.tokens[position], position))
+    saved = 0
+    for position in positions:
+        if saved >= need:
+            break
+        blocks = index.view[position].blocks
+        if any(type(b) is ToolResultBlock and norm(b.tool_name) in never for b in blocks):
+            continue
+        message = trimmed_copy(index.view[position], pruning)
+        tokens = 0 if message is None else inputs.estimator(message)
+        gain = 0 if message is None else index.tokens[position] - tokens
+        if message is None or gain <= 0:
+            continue
+        decisions.trims[position] = Trim(position=position, message=message, tokens=tokens, score=None)
+        decisions.unit_tokens[index.unit_of(position)] -= gain
+        trimmed_ids.append(message.id)
+        saved += gain
+    return saved

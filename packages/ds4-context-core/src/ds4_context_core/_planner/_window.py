@@ -16,7 +16,7 @@ from ._common import compaction_goal, hash16, original_unit_tokens
 from ._decisions import Decisions, MandatoryReason, PlanInputs, Supplement, Window
 from ._receipts import make_receipts
 from ._supplements import drop_supplements
-from ._trim import trim_results
+from ._trim import trim_results, trim_turn
 from ._types import CompactionReport, GateCount
 from ._verdicts import judge_results
 
@@ -173,12 +173,16 @@ def _advance_cut(
     start: int,
     tail_start: int,
     goal: int,
+    trimmed_ids: list[str],
 ) -> tuple[int, int]:
     """Advance over the oldest non-mandatory units, whole receipts at a time, until the usage is at the
     goal. The recent tail is entered only when the hard limit demands it, and only after the
     supplements are gone. Returns the new first unit and the count of messages dropped from ``start``."""
     units, unit_tokens, members_of = window.units, decisions.unit_tokens, inputs.index.unit_members
     hard_limit = inputs.budget.hard_limit
+    current = inputs.index.current_request()
+    turn = bisect.bisect_right(units, current if current is not None else inputs.size)
+    turn_trimmed = False
     position = start
     dropped = 0
     while position < len(units):
@@ -190,6 +194,15 @@ def _advance_cut(
             if window.supplements:
                 drop_supplements(inputs, decisions, window)
                 continue
+        if position >= turn and not turn_trimmed:
+            # The cut reaches the turn in progress: trim its newest results before dropping any.
+            turn_trimmed = True
+            target = goal if position < tail_start else hard_limit
+            need = window.usage - target
+            window.usage -= trim_turn(
+                inputs, decisions, units[position:], need=need, skip=mandatory, trimmed_ids=trimmed_ids
+            )
+            continue
         root = units[position]
         key = decisions.receipt_of.get(root)
         span = len(decisions.receipts[key].roots) if key is not None and key == root else 1
@@ -252,7 +265,14 @@ def compact(
     members_of = index.unit_members
     dropped = jumped + sum(len(members_of(units[i])) for i in range(start) if units[i] not in mandatory)
     position, advanced = _advance_cut(
-        inputs, decisions, window, mandatory, start=start, tail_start=tail_start, goal=goal
+        inputs,
+        decisions,
+        window,
+        mandatory,
+        start=start,
+        tail_start=tail_start,
+        goal=goal,
+        trimmed_ids=trimmed_ids,
     )
     dropped += advanced
     if window.usage > inputs.budget.hard_limit and window.supplements:
