@@ -1,8 +1,9 @@
-"""Plans keep the turn in progress: the newest tool results are trimmed (head, tail and a marker naming
-how to restore the rest), never dropped while a trimmed copy fits."""
+"""Plans that fit: no plan in any mode sends more than the hard limit, the native fallback only when the
+native context fits, and the turn in progress keeps its newest tool results, trimmed (head, tail and a
+marker naming how to restore the rest) rather than dropped."""
 
 import ds4_context_core as core
-from ds4_context_core.planner import plan_context, restore
+from ds4_context_core.planner import PLAN_DIAGNOSTIC_CODES, plan_context, restore
 
 
 def _message(entry, role, *blocks):
@@ -74,3 +75,72 @@ def test_a_trimmed_turn_stays_stable_on_the_next_call():
     assert second.ok
     assert second.messages[: len(first.messages)] == first.messages  # the trims are sticky
     assert second.budget.total_tokens <= second.budget.hard_limit
+
+
+def _say(entry, text):
+    return _message(entry, "assistant", core.TextBlock(text=text))
+
+
+def _no_orphan(messages):
+    called, answered = set(), set()
+    for message in messages:
+        for block in message.blocks:
+            if isinstance(block, core.ToolCallBlock):
+                called.add(block.id)
+            elif isinstance(block, core.ToolResultBlock):
+                assert block.tool_call_id in called
+                answered.add(block.tool_call_id)
+    assert called == answered
+
+
+def _long_history(turns):
+    history = []
+    for turn in range(turns):
+        history += [_user(f"u{turn}", f"step {turn}"), _read(f"a{turn}", f"t{turn}")]
+        history += [_file(f"r{turn}", f"t{turn}", 16_000), _say(f"s{turn}", "done " * 50)]
+    return history
+
+
+def test_a_native_fallback_that_would_pass_the_hard_limit_sends_the_newest_units_that_fit():
+    # 40 turns of about 4k tokens each is about 160k tokens; the pinned first request (25k tokens) passes
+    # the pins' cap, so the plan falls back, and the native context is far larger than the 100k window.
+    history = _long_history(40)
+    history[0] = _user("u0", "p" * 100_000)
+    reference = plan_context([_user("u", "hi")], model=_model(100_000))  # the same limits, a normal plan
+    plan = plan_context(history, model=_model(100_000), pins=["s:u0"])
+    assert "fallback-fitted" in PLAN_DIAGNOSTIC_CODES
+    assert plan.ok, plan.fallback
+    warning = [d for d in plan.manifest.diagnostics if d.code == "fallback-fitted"]
+    assert warning
+    assert warning[0].detail.startswith("pins-exceed-cap:")
+    assert plan.budget.hard_limit == reference.budget.hard_limit
+    assert plan.budget.total_tokens == sum(item.tokens for item in plan.items)
+    assert plan.budget.total_tokens <= plan.budget.hard_limit
+    assert len(plan.messages) < len(history)
+    assert list(plan.messages) == history[len(history) - len(plan.messages) :]  # the newest messages
+    _no_orphan(plan.messages)
+    [left_out] = plan.manifest.exclusions
+    assert left_out.reason == "before-cut"
+    assert left_out.count == len(history) - len(plan.messages)
+    assert plan.manifest.native_tokens > plan.budget.hard_limit
+
+
+def test_a_native_fallback_that_fits_is_sent_as_it_is():
+    history = _long_history(3)
+    history[0] = _user("u0", "p" * 100_000)
+    plan = plan_context(
+        history, model=_model(400_000), pins=["s:u0"], config={"budget": {"pin_cap_ratio": 0.01}}
+    )
+    assert (plan.fallback.mode, plan.fallback.code) == ("native", "pins-exceed-cap")
+    assert list(plan.messages) == history
+
+
+def test_nothing_is_sent_when_not_even_the_newest_message_fits():
+    history = [_user("u1", "hello"), _say("s1", "hi"), _user("u2", "again")]
+    plan = plan_context(history, model=_model(100_000), fixed_tokens=95_000)
+    assert (plan.fallback.mode, plan.fallback.code) == ("blocked", "fixed-overhead-exceeds-hard-limit")
+    assert plan.messages == ()
+    # the current request alone passing the hard limit: nothing smaller can be sent in its place yet
+    plan = plan_context([_say("s", "hi"), _user("u", "z" * 400_000)], model=_model(100_000))
+    assert (plan.fallback.mode, plan.fallback.code) == ("blocked", "message-exceeds-window")
+    assert plan.messages == ()

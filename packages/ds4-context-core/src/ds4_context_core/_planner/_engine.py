@@ -132,7 +132,18 @@ def plan_context(
         fixed_tokens=fixed_tokens,
         state=state,
         diagnostics=diagnostics,
+        budget=_budget_or_none(model, fixed_tokens, resolved, calibration_ratio),
     )
+
+
+def _budget_or_none(
+    model: object, fixed_tokens: object, config: Ds4ContextConfig, calibration_ratio: float | None
+) -> PlanBudget | None:
+    """The call's budget for a fallback to fit, or ``None`` when it cannot be computed."""
+    try:
+        return compute_budget(model, fixed_tokens, config.budget, config.planner, calibration_ratio)
+    except Exception:  # BudgetError, or an argument compute_budget cannot even look at
+        return None
 
 
 def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
