@@ -144,3 +144,15 @@ def test_nothing_is_sent_when_not_even_the_newest_message_fits():
     plan = plan_context([_say("s", "hi"), _user("u", "z" * 400_000)], model=_model(100_000))
     assert (plan.fallback.mode, plan.fallback.code) == ("blocked", "message-exceeds-window")
     assert plan.messages == ()
+
+
+def test_a_system_message_in_the_history_is_pinned_not_cut_with_old_messages():
+    system = _message("sys", "system", core.TextBlock(text="You are a careful coder."))
+    history = [system, *_long_history(40), _user("last", "and now?")]  # far more than the window
+    plan = plan_context(history, model=_model(32_000))
+    assert plan.ok
+    assert plan.messages[0] is system
+    assert plan.items[0].kind == "pin"
+    assert plan.items[0].reason == "persistent-pin"
+    assert plan.manifest.exclusions[-1].reason == "before-cut"  # old turns were cut, the system kept
+    assert plan.budget.total_tokens <= plan.budget.hard_limit

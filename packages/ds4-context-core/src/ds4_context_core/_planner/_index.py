@@ -373,9 +373,10 @@ class HistoryIndex:
             if position_of.setdefault(message_id, position) != position and self.duplicate_id is None:
                 self.duplicate_id = message_id
             flags = message.flags
-            if message.role == "user" and not has_result and not flags.synthetic:
+            role = message.role
+            if role == "user" and not has_result and not flags.synthetic:
                 self.user_positions.append(position)
-            if flags.pinned:
+            if flags.pinned or role == "system":  # system messages are pinned by default
                 self.pinned.append(position)
 
     def _sanitize(self, message: CanonicalMessage) -> CanonicalMessage:
@@ -576,9 +577,10 @@ def _first_structure(  # noqa: PLR0915 - the cold plan's one pass over every blo
         if odd and estimate_odd:
             unusual.append(position)
         flags = message.flags
-        if message.role == "user" and not has_result and not flags.synthetic:
+        role = message.role
+        if role == "user" and not has_result and not flags.synthetic:
             user_positions.append(position)
-        if flags.pinned:
+        if flags.pinned or role == "system":  # system messages are pinned by default
             pinned.append(position)
     if len(position_of) != size or len(callers) != calls:
         raise _IrregularShapeError  # a duplicate message or call id
