@@ -127,7 +127,7 @@ def _history(seed, size, oddities, *, encodable=False, calm=0):
 
 
 def _general_only(monkeypatch):
-    monkeypatch.setattr(HistoryIndex, "_first_walk", lambda self, messages: False)
+    monkeypatch.setattr(HistoryIndex, "_first_walk", lambda self, messages, **options: False)
 
 
 def _build(history):
@@ -210,9 +210,9 @@ def test_the_first_walk_takes_the_usual_shape_and_hands_on_every_other(monkeypat
     taken = []
     real = _index._first_structure
 
-    def spy(messages):
+    def spy(messages, **options):
         try:
-            built = real(messages)
+            built = real(messages, **options)
         except Exception:
             taken.append(False)
             raise

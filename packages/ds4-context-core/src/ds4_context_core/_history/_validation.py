@@ -19,7 +19,7 @@ import msgspec
 
 from ds4_context_core._exceptions import HistoryValidationError
 
-from ._groups import ToolRelations, collect_tool_relations, groups_from_relations
+from ._groups import CheckedGroups, ToolRelations, collect_tool_relations, group_and_check
 from ._model import (
     HISTORY_MAX_IDENTIFIER_CHARS,
     HISTORY_SCHEMA_VERSION,
@@ -409,13 +409,15 @@ def validate_runtime_history_snapshot(
     issues = _identity_issues(snapshot, expected_runtime_id, expected_session_id, trusted_project_root)
     message_issues, message_ids = _message_issues(snapshot.messages, snapshot.runtime_id, snapshot.session_id)
     issues.extend(message_issues)
-    relations = _recall_built(snapshot)
-    if relations is None:
-        relations = collect_tool_relations(snapshot.messages)
-        expected = groups_from_relations(snapshot.messages, relations)
+    ids_clean = _recall_built(snapshot)
+    if ids_clean is None:
+        checked = group_and_check(snapshot.messages)
+        expected = checked.groups
+        ids_clean = _ids_clean(checked)
     else:
         expected = snapshot.tool_atomic_groups
-    issues.extend(_tool_issues(relations))
+    if not ids_clean:  # only then can the relations hold an issue: list them to say which
+        issues.extend(_tool_issues(collect_tool_relations(snapshot.messages)))
     unique = len(message_ids) == len(snapshot.messages)
     issues.extend(_group_issues(snapshot.tool_atomic_groups, expected, message_ids, unique))
     return tuple(issues)
@@ -461,27 +463,32 @@ def build_runtime_history_snapshot(
 ) -> RuntimeHistorySnapshot:
     """A snapshot with its tool atomic groups computed from ``messages``. It is not validated here."""
     history = tuple(messages)
-    relations = collect_tool_relations(history)
+    checked = group_and_check(history)
     snapshot = RuntimeHistorySnapshot(
         runtime_id=runtime_id,
         session_id=session_id,
         revision=revision,
         project_root=project_root,
         messages=history,
-        tool_atomic_groups=groups_from_relations(history, relations),
+        tool_atomic_groups=checked.groups,
     )
-    _remember_built(snapshot, relations)
+    _remember_built(snapshot, _ids_clean(checked))
     return snapshot
 
 
-# Snapshots made by build_runtime_history_snapshot, with the tool relations their groups came from.
+def _ids_clean(checked: CheckedGroups) -> bool:
+    """Whether the call-id checks of validation can find nothing (what ``_tool_issues`` checks first)."""
+    return checked.ids_regular and all_identifiers_valid(checked.call_ids)
+
+
+# Snapshots made by build_runtime_history_snapshot, with whether their call ids are clean.
 # A snapshot is frozen and its messages are an immutable tuple of frozen records, so for exactly that
 # object the groups are known to be the recomputed ones and validation can skip grouping a second time.
 # Entries are weak: they vanish with their snapshot, and a replaced copy is a new object that misses.
-_built: dict[int, tuple[weakref.ref[RuntimeHistorySnapshot], ToolRelations]] = {}
+_built: dict[int, tuple[weakref.ref[RuntimeHistorySnapshot], bool]] = {}
 
 
-def _remember_built(snapshot: RuntimeHistorySnapshot, relations: ToolRelations) -> None:
+def _remember_built(snapshot: RuntimeHistorySnapshot, ids_clean: bool) -> None:
     key = id(snapshot)
 
     def forget(_dead: weakref.ref[RuntimeHistorySnapshot]) -> None:
@@ -489,10 +496,11 @@ def _remember_built(snapshot: RuntimeHistorySnapshot, relations: ToolRelations) 
         if entry is not None and entry[0] is _dead:
             del _built[key]
 
-    _built[key] = (weakref.ref(snapshot, forget), relations)
+    _built[key] = (weakref.ref(snapshot, forget), ids_clean)
 
 
-def _recall_built(snapshot: RuntimeHistorySnapshot) -> ToolRelations | None:
+def _recall_built(snapshot: RuntimeHistorySnapshot) -> bool | None:
+    """For a snapshot ``build_runtime_history_snapshot`` made, whether its call ids are clean."""
     entry = _built.get(id(snapshot))
     if entry is None or entry[0]() is not snapshot:
         return None

@@ -1,4 +1,4 @@
-"""Stage 1: the token budget of one model call, and the adaptive ceilings of the context window."""
+"""The budget stage: the token budget of one model call, and the adaptive ceilings of the context window."""
 
 from __future__ import annotations
 

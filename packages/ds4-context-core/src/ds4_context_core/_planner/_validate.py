@@ -1,4 +1,4 @@
-"""Stage 7: every plan checks itself before it is returned."""
+"""The self-check stage: every plan checks itself before it is returned (see ``_engine``)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,175 @@
+"""The decisions record: what the stages of one plan decide, handed from stage to stage.
+
+A plan runs as a pipeline over one :class:`Decisions` value (see ``_engine.plan_indexed``):
+
+- the *sticky* decisions a plan hands to the next through :class:`~._state.PlanState`: the cut (every
+  message before it is out, except mandatory items), the layer-1 trims and the layer-2 receipts;
+- what this plan derives from them: the token cost of every unit in the window, where the recent tail
+  starts, the exclusions and the compaction report that end up in the manifest.
+
+The inputs every stage reads are in :class:`PlanInputs`; the window the compaction works on is a
+:class:`Window`. All are slots classes with named fields: no stage hands another a tuple to unpack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ds4_context_core._history._model import CanonicalMessage
+from ds4_context_core.config import Ds4ContextConfig, PruningConfig
+
+from ._index import HistoryIndex, TokenEstimator
+from ._pruning import Judge
+from ._types import (
+    FALLBACK_MODE_NATIVE,
+    CompactionReport,
+    PlanBudget,
+    PlanDiagnostic,
+    PlanExclusion,
+    SupplementalItem,
+)
+
+
+class FallbackError(Exception):
+    """Internal: a stage cannot build a normal plan; carries the fallback code and mode."""
+
+    def __init__(self, code: str, detail: str, mode: str = FALLBACK_MODE_NATIVE) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.mode = mode
+
+
+@dataclass(frozen=True, slots=True)
+class Trim:
+    """A layer-1 decision: the tool-result message at ``position`` is sent as ``message`` instead."""
+
+    position: int
+    message: CanonicalMessage
+    tokens: int
+    score: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """A layer-2 decision: the units rooted at ``roots`` are sent as one receipt ``message``."""
+
+    roots: tuple[int, ...]
+    positions: tuple[int, ...]
+    message: CanonicalMessage
+    tokens: int
+    original_tokens: int
+    compaction_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MandatoryReason:
+    """Why a unit is always sent verbatim: its plan item kind, reason and priority."""
+
+    kind: str
+    reason: str
+    priority: int
+
+
+@dataclass(frozen=True, slots=True)
+class Supplement:
+    """A host-supplied item that passed validation and its kind's ceiling, as the message it becomes."""
+
+    priority: int
+    item_id: str
+    message: CanonicalMessage
+    tokens: int
+    item: SupplementalItem
+
+
+@dataclass(frozen=True, slots=True)
+class BeforeCut:
+    """The before-cut exclusion, apart from the prefix sum up to the cut (added when it is read)."""
+
+    count: int
+    tokens: int
+    first_message_id: str
+    last_message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlanInputs:
+    """What every stage of one plan reads; none of it changes while the plan runs."""
+
+    index: HistoryIndex
+    messages: tuple[CanonicalMessage, ...]
+    size: int
+    budget: PlanBudget
+    config: Ds4ContextConfig
+    pruning: PruningConfig
+    estimator: TokenEstimator
+    judge: Judge | None
+    pins: Iterable[str]
+    supplemental: Iterable[SupplementalItem]
+    # Appended to by the stages (a list shared with the caller, which also holds the config warnings).
+    diagnostics: list[PlanDiagnostic]
+
+
+@dataclass(slots=True)
+class Window:
+    """The units the plan may send (roots at or after the cut, in history order) and their company."""
+
+    units: list[int]
+    # Positions after the cut that belong to units rooted before it.
+    stragglers: list[int]
+    supplements: list[Supplement]
+    usage: int = 0
+
+
+@dataclass(slots=True)
+class Decisions:
+    """Every decision of one plan; the stages read and extend it in pipeline order."""
+
+    cut: int = 0
+    trims: dict[int, Trim] = field(default_factory=dict)
+    receipts: dict[int, Receipt] = field(default_factory=dict)
+    # unit root -> the key (first root) of the receipt that covers it
+    receipt_of: dict[int, int] = field(default_factory=dict)
+    compactions: int = 0
+    # unit root -> tokens the unit costs as planned (trims and receipts applied)
+    unit_tokens: dict[int, int] = field(default_factory=dict)
+    # The root of the first unit of the recent tail (the history length when the tail is empty).
+    tail_root: int = 0
+    exclusions: list[PlanExclusion] = field(default_factory=list)
+    compaction: CompactionReport | None = None
+    dropped_supplements: list[str] = field(default_factory=list)
+    # Parts of the manifest that need estimates of never-sent history, completed on first read: the span
+    # skipped unestimated before a compaction, and the before-cut exclusion.
+    skipped_span: tuple[int, int] | None = None
+    before_cut: BeforeCut | None = None
+
+    def forget_before(self, cut: int) -> None:
+        """Drop trims and receipts of units the cut has passed."""
+        self.trims = {p: t for p, t in self.trims.items() if p >= cut}
+        self.receipts = {k: r for k, r in self.receipts.items() if k >= cut}
+        self.receipt_of = {root: k for root, k in self.receipt_of.items() if k >= cut}
+
+    def align_to_receipt(self, units: list[int], start: int) -> int:
+        """``start`` moved past the last unit of a receipt it would split (a cut never splits one)."""
+        receipt_of = self.receipt_of
+        while 0 < start < len(units):
+            key = receipt_of.get(units[start])
+            if key is None or key == units[start]:
+                return start
+            start += 1
+        return start
+
+    def tail_start(self, units: list[int], ceiling: int) -> int:
+        """Where in ``units`` the recent tail starts: the newest units within ``ceiling`` tokens (at
+        least one), aligned to receipts."""
+        unit_tokens = self.unit_tokens
+        total = 0
+        start = len(units)
+        while start > 0:
+            tokens = unit_tokens[units[start - 1]]
+            if start < len(units) and total + tokens > ceiling:
+                break
+            total += tokens
+            start -= 1
+        return self.align_to_receipt(units, start)

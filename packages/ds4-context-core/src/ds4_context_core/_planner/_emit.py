@@ -1,0 +1,228 @@
+"""Emit: the plan's messages and items in send order, from the window and the decisions.
+
+Order: front supplements (memory, summaries), mandatory units the cut has passed, then the window in
+history order with trims and receipts applied; the other supplements go right before the current request.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from ds4_context_core._history._model import CanonicalMessage
+
+from ._decisions import Decisions, MandatoryReason, PlanInputs, Supplement, Window
+from ._types import PRIORITY_RECENT_TURN, PlanItem
+
+_FRONT_KINDS: Final = frozenset({"memory", "summary"})
+
+
+@dataclass(slots=True)
+class Emitted:
+    """The plan's messages, one item per message, what ``restore`` finds, and the token sums."""
+
+    messages: list[CanonicalMessage] = field(default_factory=list)
+    items: list[PlanItem] = field(default_factory=list)
+    restore: dict[str, tuple[CanonicalMessage, ...]] = field(default_factory=dict)
+    mandatory_tokens: int = 0
+    supplement_tokens: int = 0
+    history_tokens: int = 0
+
+
+def _supplement_item(supplement: Supplement) -> PlanItem:
+    return PlanItem(
+        message_id=supplement.message.id,
+        kind=supplement.item.kind,
+        reason="supplement-priority",
+        tokens=supplement.tokens,
+        priority=supplement.priority,
+        source_ids=supplement.item.source_ids,
+    )
+
+
+class _Emitter:
+    """One emit pass; appends to ``out`` in send order."""
+
+    __slots__ = ("back", "current", "decisions", "inputs", "out", "pointer", "user_positions")
+
+    def __init__(self, inputs: PlanInputs, decisions: Decisions, back: list[Supplement]) -> None:
+        self.inputs = inputs
+        self.decisions = decisions
+        self.back = back
+        self.current = inputs.index.current_request()
+        self.out = Emitted()
+        self.user_positions = inputs.index.user_positions
+        self.pointer = -2  # index into user_positions of the turn of the last position asked about
+
+    def supplements(self, supplements: list[Supplement]) -> None:
+        out = self.out
+        for supplement in supplements:
+            out.messages.append(supplement.message)
+            out.items.append(_supplement_item(supplement))
+            out.supplement_tokens += supplement.tokens
+
+    def turn_of(self, position: int) -> str | None:
+        """The id of the user message that opened the turn of ``position``."""
+        # Positions arrive almost always in ascending order: walk forward, bisect otherwise.
+        user_positions, pointer = self.user_positions, self.pointer
+        if pointer == -2 or (pointer >= 0 and user_positions[pointer] > position):
+            pointer = bisect.bisect_right(user_positions, position) - 1
+        else:
+            while pointer + 1 < len(user_positions) and user_positions[pointer + 1] <= position:
+                pointer += 1
+        self.pointer = pointer
+        return self.inputs.messages[user_positions[pointer]].id if pointer >= 0 else None
+
+    def receipt(self, key: int) -> None:
+        decisions, out, source = self.decisions, self.out, self.inputs.messages
+        receipt = decisions.receipts[key]
+        originals = tuple(source[p] for p in receipt.positions)
+        out.restore[receipt.message.id] = originals
+        for original in originals:
+            out.restore[original.id] = (original,)
+        out.messages.append(receipt.message)
+        out.items.append(
+            PlanItem(
+                message_id=receipt.message.id,
+                kind="receipt",
+                reason="layer-2-receipt",
+                tokens=receipt.tokens,
+                priority=PRIORITY_RECENT_TURN,
+                original_index=receipt.positions[0],
+                source_ids=tuple(o.id for o in originals),
+            )
+        )
+        out.history_tokens += receipt.tokens
+
+    def mandatory(self, root: int, why: MandatoryReason) -> None:
+        """A mandatory unit, verbatim."""
+        index, out, current = self.inputs.index, self.out, self.current
+        if root == current:
+            self.supplements(self.back)
+        group_id = index.group_id(root)
+        for position in index.unit_members(root):
+            message, tokens = index.view[position], index.token(position)
+            kind = "message" if why.kind == "current-request" and position != current else why.kind
+            out.mandatory_tokens += tokens
+            out.messages.append(message)
+            out.items.append(
+                PlanItem(
+                    message_id=message.id,
+                    kind=kind,
+                    reason=why.reason,
+                    tokens=tokens,
+                    priority=why.priority,
+                    original_index=position,
+                    group_id=group_id,
+                    turn_id=self.turn_of(position),
+                )
+            )
+
+    def unit(self, root: int) -> None:
+        """A window unit with its trims or receipt applied."""
+        index, decisions, out, source = self.inputs.index, self.decisions, self.out, self.inputs.messages
+        if root == self.current:
+            self.supplements(self.back)
+        key = decisions.receipt_of.get(root)
+        if key is not None:
+            if key == root:
+                self.receipt(key)
+            return
+        group_id = index.group_id(root)
+        recent = root >= decisions.tail_root
+        for position in index.unit_members(root):
+            trim = decisions.trims.get(position)
+            if trim is not None:
+                message, tokens = trim.message, trim.tokens
+                kind, reason, score = "trimmed-tool-result", "layer-1-trimmed", trim.score
+                out.restore[message.id] = (source[position],)
+            else:
+                message, tokens = index.view[position], index.token(position)
+                kind, score = "message", None
+                reason = "recent-tail" if recent else "retained-history"
+            out.history_tokens += tokens
+            out.messages.append(message)
+            out.items.append(
+                PlanItem(
+                    message_id=message.id,
+                    kind=kind,
+                    reason=reason,
+                    tokens=tokens,
+                    priority=PRIORITY_RECENT_TURN,
+                    original_index=position,
+                    group_id=group_id,
+                    turn_id=self.turn_of(position),
+                    score=score,
+                )
+            )
+
+
+def emit(
+    inputs: PlanInputs, decisions: Decisions, window: Window, mandatory: Mapping[int, MandatoryReason]
+) -> Emitted:
+    """The plan's messages and items in send order."""
+    index = inputs.index
+    front = [s for s in window.supplements if s.item.kind in _FRONT_KINDS]
+    back = [s for s in window.supplements if s.item.kind not in _FRONT_KINDS]
+    emitter = _Emitter(inputs, decisions, back)
+    emitter.supplements(front)
+    for root in sorted(root for root in mandatory if root < decisions.cut):
+        emitter.mandatory(root, mandatory[root])
+    out = emitter.out
+    messages, items = out.messages, out.items
+    turn_of = emitter.turn_of
+    tail_root = decisions.tail_root
+    view, token_list, parent = index.view, index.tokens, index.parent
+    receipt_of, trims, members_of = decisions.receipt_of, decisions.trims, index.unit_members
+    history_tokens = 0  # of the inline cases below; the emitter counts the rest
+    for root in window.units:
+        if root in mandatory:
+            emitter.mandatory(root, mandatory[root])
+            continue
+        if root in receipt_of:
+            emitter.unit(root)
+            continue
+        reason = "recent-tail" if root >= tail_root else "retained-history"
+        if parent[root] < 0:
+            # The common case, kept inline: a plain message inside the window.
+            message, tokens = view[root], token_list[root]
+            history_tokens += tokens
+            messages.append(message)
+            items.append(
+                PlanItem(
+                    message_id=message.id,
+                    kind="message",
+                    reason=reason,
+                    tokens=tokens,
+                    priority=PRIORITY_RECENT_TURN,
+                    original_index=root,
+                    turn_id=turn_of(root),
+                )
+            )
+            continue
+        group = members_of(root)
+        if trims and not trims.keys().isdisjoint(group):
+            emitter.unit(root)
+            continue
+        # The common tool step, kept inline: a call and its results, untouched.
+        group_id = index.group_id(root)
+        for position in group:
+            message, tokens = view[position], token_list[position]
+            history_tokens += tokens
+            messages.append(message)
+            items.append(
+                PlanItem(
+                    message_id=message.id,
+                    kind="message",
+                    reason=reason,
+                    tokens=tokens,
+                    priority=PRIORITY_RECENT_TURN,
+                    original_index=position,
+                    group_id=group_id,
+                    turn_id=turn_of(position),
+                )
+            )
+    out.history_tokens += history_tokens
+    return out

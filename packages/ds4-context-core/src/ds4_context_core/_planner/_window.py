@@ -1,0 +1,304 @@
+"""The compaction window: the units after the cut, what they cost, and the compaction that moves the cut.
+
+Between compactions every plan extends the previous one byte for byte: the cut, trims and receipts are
+sticky. A compaction runs when the plan would pass the soft limit (or when far history was skipped) and
+frees at least a batch of tokens at once: layer 1 trims (``_trim``), layer 2 receipts (``_receipts``),
+then the cut advances over the oldest units.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from typing import Final
+
+from ._common import compaction_goal, hash16, original_unit_tokens
+from ._decisions import Decisions, MandatoryReason, PlanInputs, Supplement, Window
+from ._receipts import make_receipts
+from ._supplements import drop_supplements
+from ._trim import trim_results, trim_turn
+from ._types import CompactionReport, GateCount
+from ._verdicts import judge_results
+
+_MAX_LISTED_IDS: Final = 64
+# Content older than this many compaction goals cannot survive a compaction.
+PRE_CUT_FACTOR: Final = 1.5
+
+
+def skip_far_history(inputs: PlanInputs, decisions: Decisions) -> int:
+    """Move the cut past history that cannot survive any compaction; return how many messages.
+
+    Anything older than twice the compaction goal is dropped by the compaction anyway, so finding
+    that point by bisection keeps a cold plan of a long history from walking all of it twice.
+    """
+    index, size, cut = inputs.index, inputs.size, decisions.cut
+    limit = PRE_CUT_FACTOR * max(compaction_goal(inputs), 1)
+    if index.known_from <= cut and index.cumulative[size] - index.cumulative[cut] <= limit:
+        return 0  # the usual re-plan: everything since the cut is estimated and fits
+    saved = sum(index.token(p) - trim.tokens for p, trim in decisions.trims.items())
+    saved += sum(receipt.original_tokens - receipt.tokens for receipt in decisions.receipts.values())
+    # Estimate newest first, only until the answer is certain: all the way down to the cut, or
+    # until even with every earlier saving the newer messages alone pass the limit.
+    index.ensure_known(cut, over=limit + saved)
+    cumulative = index.cumulative
+    known = max(cut, index.known_from)
+    if known == cut:
+        span = cumulative[size] - cumulative[cut]
+        if span <= limit or span - saved <= limit:
+            return 0
+    # Earlier decisions only shrink the window, so the raw bisection point is a safe lower bound.
+    # Every position below ``known`` has more than ``limit`` after it, so the search starts there.
+    target = bisect.bisect_left(cumulative, cumulative[size] - limit, lo=known)
+    # Never past the turn in progress: its results are trimmed by the compaction, not skipped unseen.
+    current = index.current_request()
+    if current is not None:
+        target = min(target, current + 1)
+    parent = index.parent
+    while target < size and parent[target] >= 0 and index.find(target) != target:
+        target += 1
+    while target < size and decisions.receipt_of.get(target, target) != target:
+        target += 1
+    if target <= cut:
+        return 0
+    decisions.cut = target
+    decisions.forget_before(target)
+    return target - cut
+
+
+def _unit_tokens_from(inputs: PlanInputs, cut: int) -> tuple[list[int], dict[int, int], list[int]]:
+    """One pass from the cut: complete unit roots, their untrimmed tokens, and the stragglers."""
+    index = inputs.index
+    parent, find, incomplete = index.parent, index.find, index.incomplete
+    tokens, members_of, cumulative = index.tokens, index.unit_members, index.cumulative
+    units: list[int] = []
+    unit_tokens: dict[int, int] = {}
+    stragglers: list[int] = []
+    for position in range(cut, inputs.size):
+        up = parent[position]
+        if up >= 0:
+            root = up if parent[up] == up else find(position)
+            if root != position:
+                if root < cut:
+                    stragglers.append(position)
+                continue
+            if root in incomplete:
+                continue
+            group = members_of(root)
+            last = group[-1]
+            if last - position + 1 == len(group):  # contiguous, the usual case
+                unit_tokens[root] = cumulative[last + 1] - cumulative[position]
+            else:
+                unit_tokens[root] = sum(tokens[p] for p in group)
+        else:
+            unit_tokens[position] = tokens[position]
+        units.append(position)
+    return units, unit_tokens, stragglers
+
+
+def _release_mandatory(inputs: PlanInputs, decisions: Decisions, mandatory: Mapping[int, object]) -> None:
+    """Mandatory units are always sent verbatim: forget layer-1/2 decisions that touch them."""
+    unit_of = inputs.index.unit_of
+    for key, receipt in list(decisions.receipts.items()):
+        if any(root in mandatory for root in receipt.roots):
+            del decisions.receipts[key]
+            for root in receipt.roots:
+                decisions.receipt_of.pop(root, None)
+    for position in list(decisions.trims):
+        if unit_of(position) in mandatory:
+            del decisions.trims[position]
+
+
+def open_window(
+    inputs: PlanInputs,
+    decisions: Decisions,
+    mandatory: Mapping[int, MandatoryReason],
+    supplements: list[Supplement],
+) -> Window:
+    """The window at the current cut, with the planned tokens of each unit in ``decisions.unit_tokens``
+    and the window's usage (fixed overhead, mandatory units before the cut, supplements, window)."""
+    index = inputs.index
+    cut = decisions.cut
+    units, unit_tokens, stragglers = _unit_tokens_from(inputs, cut)
+    _release_mandatory(inputs, decisions, mandatory)
+    tokens, unit_of, receipt_of = index.tokens, index.unit_of, decisions.receipt_of
+    for position, trim in decisions.trims.items():
+        root = unit_of(position)
+        if root in unit_tokens and root not in receipt_of:
+            unit_tokens[root] -= tokens[position] - trim.tokens
+    for key, receipt in decisions.receipts.items():
+        for root in receipt.roots:
+            if root in unit_tokens:
+                unit_tokens[root] = receipt.tokens if root == key else 0
+    decisions.unit_tokens = unit_tokens
+    outside_tokens = sum(original_unit_tokens(index, root) for root in mandatory if root < cut)
+    usage = (
+        inputs.budget.fixed_tokens
+        + outside_tokens
+        + sum(supplement.tokens for supplement in supplements)
+        + sum(unit_tokens.values())
+    )
+    return Window(units=units, stragglers=stragglers, supplements=supplements, usage=usage)
+
+
+def stragglers_after(inputs: PlanInputs, cut: int) -> list[int]:
+    """Positions after ``cut`` that belong to units rooted before it."""
+    parent, find = inputs.index.parent, inputs.index.find
+    found = []
+    for position in range(cut, inputs.size):
+        up = parent[position]
+        if up >= 0 and (up if parent[up] == up else find(position)) < cut:
+            found.append(position)
+    return found
+
+
+def _pre_cut(
+    decisions: Decisions, window: Window, mandatory: Mapping[int, object], stop: int, goal: int
+) -> int:
+    """How many of the oldest units (at most ``stop``) a compaction drops before pruning: those older
+    than the content that can survive it, so pruning stays O(window). Their tokens leave ``window.usage``."""
+    units, unit_tokens = window.units, decisions.unit_tokens
+    start = 0
+    window_left = window.usage
+    while start < stop and window_left > PRE_CUT_FACTOR * max(goal, 1):
+        if units[start] not in mandatory:
+            window_left -= unit_tokens[units[start]]
+        start += 1
+    start = decisions.align_to_receipt(units, start)
+    window.usage -= sum(unit_tokens[units[i]] for i in range(start) if units[i] not in mandatory)
+    return start
+
+
+def _advance_cut(
+    inputs: PlanInputs,
+    decisions: Decisions,
+    window: Window,
+    mandatory: Mapping[int, object],
+    *,
+    start: int,
+    tail_start: int,
+    goal: int,
+    trimmed_ids: list[str],
+) -> tuple[int, int]:
+    """Advance over the oldest non-mandatory units, whole receipts at a time, until the usage is at the
+    goal. The recent tail is entered only when the hard limit demands it, and only after the
+    supplements are gone. Returns the new first unit and the count of messages dropped from ``start``."""
+    units, unit_tokens, members_of = window.units, decisions.unit_tokens, inputs.index.unit_members
+    hard_limit = inputs.budget.hard_limit
+    current = inputs.index.current_request()
+    turn = bisect.bisect_right(units, current if current is not None else inputs.size)
+    turn_trimmed = False
+    position = start
+    dropped = 0
+    while position < len(units):
+        if position < tail_start and window.usage <= goal:
+            break
+        if position >= tail_start:
+            if window.usage <= hard_limit:
+                break
+            if window.supplements:
+                drop_supplements(inputs, decisions, window)
+                continue
+        if position >= turn and not turn_trimmed:
+            # The cut reaches the turn in progress: trim its newest results before dropping any.
+            turn_trimmed = True
+            target = goal if position < tail_start else hard_limit
+            need = window.usage - target
+            window.usage -= trim_turn(
+                inputs, decisions, units[position:], need=need, skip=mandatory, trimmed_ids=trimmed_ids
+            )
+            continue
+        root = units[position]
+        key = decisions.receipt_of.get(root)
+        span = len(decisions.receipts[key].roots) if key is not None and key == root else 1
+        for member in units[position : position + span]:
+            if member not in mandatory:
+                window.usage -= unit_tokens[member]
+                dropped += len(members_of(member))
+        position += span
+    return position, dropped
+
+
+def compact(
+    inputs: PlanInputs,
+    decisions: Decisions,
+    window: Window,
+    mandatory: Mapping[int, MandatoryReason],
+    jumped: int,
+) -> None:
+    """One compaction: trim, receipt, then cut, down to the goal; records the compaction report."""
+    index = inputs.index
+    pruning = inputs.pruning
+    cut = decisions.cut
+    if cut - jumped >= index.known_from:
+        before = window.usage + index.cumulative[cut] - index.cumulative[cut - jumped]
+    else:  # the skipped history was never estimated: the manifest adds it when it is read
+        before = window.usage
+        decisions.skipped_span = (cut - jumped, cut)
+    goal = compaction_goal(inputs)
+    decisions.compactions += 1
+    messages = inputs.messages
+    compaction_id = "ds4-compaction:" + hash16(
+        messages[0].id if messages else "", decisions.compactions, cut, inputs.size
+    )
+    units = window.units
+    tail_start = decisions.tail_start(units, inputs.budget.recent_tail_ceiling)
+    # The pre-cut stops before the recent tail and before the turn in progress (trimmed, never skipped).
+    current = index.current_request()
+    turn = bisect.bisect_right(units, current) if current is not None else len(units)
+    start = _pre_cut(decisions, window, mandatory, min(tail_start, turn), goal)
+    gates: dict[str, int] = {}
+    trimmed_ids: list[str] = []
+    receipt_ids: list[str] = []
+    region = [
+        root for root in units[start:tail_start] if root not in mandatory and root not in decisions.receipt_of
+    ]
+    need = window.usage - goal
+    if pruning.enabled and need > 0 and region:
+        verdicts = judge_results(inputs, region, units[tail_start:], gates)
+        saved = trim_results(inputs, decisions, verdicts, need=need, gates=gates, trimmed_ids=trimmed_ids)
+        if pruning.receipts and need - saved > 0:
+            saved += make_receipts(
+                inputs,
+                decisions,
+                region,
+                units=units,
+                verdicts=verdicts,
+                need=need - saved,
+                gates=gates,
+                receipt_ids=receipt_ids,
+                compaction_id=compaction_id,
+            )
+        window.usage -= saved
+    members_of = index.unit_members
+    dropped = jumped + sum(len(members_of(units[i])) for i in range(start) if units[i] not in mandatory)
+    position, advanced = _advance_cut(
+        inputs,
+        decisions,
+        window,
+        mandatory,
+        start=start,
+        tail_start=tail_start,
+        goal=goal,
+        trimmed_ids=trimmed_ids,
+    )
+    dropped += advanced
+    if window.usage > inputs.budget.hard_limit and window.supplements:
+        drop_supplements(inputs, decisions, window)
+    kept = units[position:]
+    # Mandatory units passed by the cut stay in the plan (emitted in front of the window).
+    decisions.cut = max(decisions.cut, kept[0] if kept else inputs.size)
+    decisions.forget_before(decisions.cut)
+    decisions.compaction = CompactionReport(
+        compaction_id=compaction_id,
+        dry_run=pruning.dry_run,
+        tokens_before=before,
+        tokens_after=window.usage,
+        goal_tokens=goal,
+        trimmed_message_ids=tuple(trimmed_ids[:_MAX_LISTED_IDS]),
+        receipt_ids=tuple(receipt_ids),
+        dropped_messages=dropped,
+        dropped_supplements=tuple(decisions.dropped_supplements),
+        gate_exclusions=tuple(GateCount(gate=gate, count=count) for gate, count in sorted(gates.items())),
+    )
+    window.units = kept
+    window.stragglers = stragglers_after(inputs, decisions.cut)
