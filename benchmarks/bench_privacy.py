@@ -285,14 +285,18 @@ def accuracy(
         found = text.count(PLACEHOLDER_HEAD)
         mine = by_message.get(index, [])
         # A secret counts as missed when any 12-character piece of it after its prefix is still sent.
-        missed.extend(entry["format"] for entry in mine if _leaks(str(entry["secret"]), text))
+        missed.extend(entry["format"] for entry in mine if _leaks(entry, text))
         redactions += found
         false += max(0, found - len(mine))
     changed = [line for line in lines if redact(line)[1]]
     return len(planted), len(missed), redactions, false, changed
 
 
-def _leaks(secret: str, sent: str) -> bool:
+def _leaks(entry: dict[str, Any], sent: str) -> bool:
+    """Whether the secret part of a planted entry (not the name or URL around it) reaches ``sent``."""
+    secret = str(entry["secret"])
+    if entry["format"] == "credential-url":
+        return secret.split("@", maxsplit=1)[0].rsplit(":", 1)[-1] in sent
     tail = secret.split("=", 1)[-1] if secret.startswith(("AWS_", "password")) else secret
     tail = tail.rsplit(" ", 1)[-1].strip('"')
     pieces = [tail[start : start + 12] for start in range(8, max(9, len(tail) - 11), 6)]
