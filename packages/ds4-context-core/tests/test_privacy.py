@@ -190,8 +190,17 @@ def test_payload_traversal_sanitizes_content_keys_and_keeps_structural_keys() ->
 
 
 def test_a_marker_outside_content_keys_is_still_enforced() -> None:
-    result = enforce_payload_privacy({"name": "[ds4:local-only]private name[/ds4:local-only]"}, provider="x")
-    assert result.payload == {"name": EXCLUDED.format("local-only")}
+    result = enforce_payload_privacy({"role": "[ds4:local-only]private name[/ds4:local-only]"}, provider="x")
+    assert result.payload == {"role": EXCLUDED.format("local-only")}
+
+
+def test_a_blocked_name_stays_an_identifier() -> None:
+    # Providers check tool names against a pattern: a blocked one becomes a fixed identifier.
+    result = enforce_payload_privacy(
+        {"name": "[ds4:local-only]lookup_patient[/ds4:local-only]"}, provider="x"
+    )
+    assert result.payload == {"name": "ds4_excluded"}
+    assert result.blocked_blocks == 1
 
 
 def test_binary_is_blocked_for_remote_and_kept_for_local() -> None:

@@ -83,6 +83,7 @@ PRIVACY_ERROR_CODES: Final = (
     "privacy-enforcement-failed",
     "privacy-key-collision",
     "privacy-payload-too-deep",
+    "privacy-signed-block",
     "privacy-unsupported-value",
 )
 PRIVACY_POLICY_VERSION_PREFIX: Final = "ds4-privacy-policy-v1:"

@@ -93,7 +93,7 @@ _KEY_WORDS: Final = ("key", "token", "secret", "password", "passwd", "pwd", "cre
 
 # Values that stand for a secret without being one.
 _PLACEHOLDER_HINTS: Final = (
-    *("$", "%", "{", "}", "<", ">"),
+    *("$", "{", "}", "<", ">"),
     *("xxxx", "XXXX", "***", "...", "your", "YOUR", "Your"),
 )
 _IDENTIFIER_PATH: Final = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)*[(\[]?", re.ASCII)
@@ -108,6 +108,7 @@ _FULLWIDTH: Final = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
 _NORMALISE: Final = {**_ZERO_WIDTH, **_FULLWIDTH}
 
 _DIGIT: Final = re.compile(r"[0-9]")
+_AWS_SECRET: Final = re.compile(r"[A-Za-z0-9+/]{40}")
 _OTHER: Final = re.compile(r"[^A-Za-z0-9]")
 _SPACE: Final = re.compile(r"\s")
 _BASE64_WHOLE: Final = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}", re.ASCII)
@@ -127,7 +128,9 @@ def _classes(value: str) -> int:
 
 
 def _placeholder(value: str) -> bool:
-    return value.startswith(_PLACEHOLDER_HEAD) or any(hint in value for hint in _PLACEHOLDER_HINTS)
+    if value.startswith((_PLACEHOLDER_HEAD, "%")):  # %s, %(name)s, %VAR%
+        return True
+    return any(hint in value for hint in _PLACEHOLDER_HINTS)
 
 
 def looks_like_secret_literal(value: str) -> bool:
@@ -135,18 +138,20 @@ def looks_like_secret_literal(value: str) -> bool:
 
     Not empty, no placeholder (``${…}``, ``<…>``, ``****``, ``your-key``), no whitespace (a prompt or a
     sentence), not an environment variable's name, URL, path or a name without digits (``api_key``,
-    ``settings.SECRET``), at least 6 characters, and either two
+    ``settings.SECRET``), at least 6 characters, and either 8 digits or more, or two
     kinds of character (letters of both cases, digits, symbols) or 20 characters or more.
     """
     if len(value) < 6 or len(value) > 4096 or _placeholder(value):
         return False
     if _SPACE.search(value) is not None:
         return False
+    if _AWS_SECRET.fullmatch(value) is not None and _classes(value) >= 2:
+        return True  # an AWS secret access key's shape, even where it starts like a path
     if _ENV_NAME.fullmatch(value) or "://" in value or value.startswith(("/", "./", "../", "~/")):
         return False
     if _IDENTIFIER_PATH.fullmatch(value) is not None and _DIGIT.search(value) is None:
         return False  # a name (api_key, getToken, settings.SECRET), not its value
-    return len(value) >= 20 or _classes(value) >= 2
+    return len(value) >= 20 or _classes(value) >= 2 or (value.isdigit() and len(value) >= 8)
 
 
 def _looks_like_bare_secret(value: str) -> bool:
@@ -157,12 +162,19 @@ def _looks_like_bare_secret(value: str) -> bool:
     """
     if len(value) < 6 or _placeholder(value):
         return False
+    if _AWS_SECRET.fullmatch(value) is not None and _classes(value) >= 2:
+        return True  # an AWS secret access key's shape, even where it starts like a path
     path = _IDENTIFIER_PATH.fullmatch(value)
     if path is not None:
-        return "_" not in value and value.isalnum() and _classes(value) >= 2 and not value.isalpha()
+        if "_" in value or not value.isalnum():
+            return False
+        # hunter2, or a long run of one case (a hex or base32 token); camelCase without digits is a name.
+        return (_classes(value) >= 2 and not value.isalpha()) or (
+            len(value) >= 20 and (value.islower() or value.isupper())
+        )
     if "://" in value or value.startswith(("/", "./", "../", "~/", "-")) or "(" in value or "[" in value:
         return False
-    return len(value) >= 8 and _classes("".join(filter(str.isalnum, value))) >= 2
+    return len(value) >= 20 or (len(value) >= 8 and _classes("".join(filter(str.isalnum, value))) >= 2)
 
 
 def is_secret_name(name: str) -> bool:
@@ -355,7 +367,7 @@ def _inside(text: str) -> tuple[str, int]:
         decoded = _decoded_base64(stripped)
         if decoded is not None and _plain_rules(_normalised(decoded), True)[1]:
             return SECRET_PLACEHOLDER, 1
-    if "\\u" in stripped and stripped[:1] in "{[" and len(stripped) <= _JSON_MAX_CHARS:
+    if is_json_text(stripped) and len(stripped) <= _JSON_MAX_CHARS:
         try:
             decoded_json = json.loads(stripped)
         except (ValueError, RecursionError):
@@ -364,6 +376,11 @@ def _inside(text: str) -> tuple[str, int]:
         if found:
             return json.dumps(redacted, ensure_ascii=False), found
     return text, 0
+
+
+def is_json_text(text: str) -> bool:
+    """Whether ``text`` (stripped) may be a JSON object or array, whose strings are then looked inside."""
+    return (text.startswith("{") and text.endswith("}")) or (text.startswith("[") and text.endswith("]"))
 
 
 def _normalised(text: str) -> str:
@@ -376,19 +393,17 @@ def redact_text(text: str) -> tuple[str, int]:
     """Replace every secret the rules find in ``text``; return the new text and how many were replaced."""
     normal = _normalised(text)
     redacted, total = _plain_rules(normal, True)
-    if not total:
-        redacted, total = _inside(normal)
-    if not total:
+    redacted, found = _inside(redacted)
+    if not total + found:
         return text, 0
-    return redacted, total
+    return redacted, total + found
 
 
 def redact_text_ungated(text: str) -> tuple[str, int]:
     """:func:`redact_text` with every rule run whatever the text holds: the reference for the gates."""
     normal = _normalised(text)
     redacted, total = _plain_rules(normal, False)
-    if not total:
-        redacted, total = _inside(normal)
-    if not total:
+    redacted, found = _inside(redacted)
+    if not total + found:
         return text, 0
-    return redacted, total
+    return redacted, total + found

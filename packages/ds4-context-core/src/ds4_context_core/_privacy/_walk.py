@@ -10,6 +10,7 @@ and Python imports the compiled one. Only the batch screen takes a different for
 
 from __future__ import annotations
 
+import json
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
@@ -29,6 +30,7 @@ from ds4_context_core._privacy._rules import (
     PRIVATE_KEY_PLACEHOLDER,
     SECRET_PLACEHOLDER,
     TOKEN_PLACEHOLDER,
+    is_json_text,
     is_secret_name,
     looks_like_secret_literal,
     redact_text,
@@ -62,6 +64,17 @@ _PRIVATE_KEY_PLACEHOLDER: Final = PRIVATE_KEY_PLACEHOLDER
 _TOKEN_PLACEHOLDER: Final = TOKEN_PLACEHOLDER
 _SECRET_PLACEHOLDER: Final = SECRET_PLACEHOLDER
 _BINARY_PLACEHOLDER: Final = "[DS4 binary content excluded by privacy policy]"
+
+# A local-only message's tool call arguments travel as one marked JSON text under this key, and a
+# structural value (a tool name) that privacy blocks becomes the identifier ``ds4_excluded`` (see
+# _local_only.py).
+LOCAL_ONLY_KEY: Final = "__ds4_local_only"
+RAW_ARGUMENTS_KEY: Final = "__ds4_raw_arguments"  # interop's key for arguments that are not an object
+_LOCAL_ONLY_OPEN: Final = "[ds4:local-only]"
+_LOCAL_ONLY_CLOSE: Final = "[/ds4:local-only]"
+_LOCAL_ONLY_JSON_HEAD: Final = '{"' + LOCAL_ONLY_KEY + '":'
+_STRUCTURAL_PLACEHOLDER: Final = "ds4_excluded"
+_NAME_KEYS: Final = frozenset(("name", "toolName", "tool_name"))  # values providers check as identifiers
 
 _RANK: Final = {level: rank for rank, level in enumerate(PRIVACY_CLASSIFICATIONS)}
 # key -> whether its value is content (True) or structure (False); other keys inherit from the parent.
@@ -358,7 +371,7 @@ def _hidden_or_wrapped(text: str) -> bool:
         return True
     if len(text) >= _BASE64_MIN and text.find(" ") < 0 and _BASE64_WHOLE.fullmatch(text.strip()) is not None:
         return True
-    return text.startswith(("{", "[")) and text.find("\\u") >= 0
+    return is_json_text(text)
 
 
 def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
@@ -421,6 +434,37 @@ def _drop_from(copy: dict[Any, Any], source: dict[Any, Any], first: Any) -> None
         if dropping or key is first:
             dropping = True
             del copy[key]
+
+
+def _local_only_inner(text: Any) -> str | None:
+    """The text inside a whole local-only span, or None when ``text`` is not one."""
+    if type(text) is not str or not (text.startswith(_LOCAL_ONLY_OPEN) and text.endswith(_LOCAL_ONLY_CLOSE)):
+        return None
+    inner: str = text[len(_LOCAL_ONLY_OPEN) : len(text) - len(_LOCAL_ONLY_CLOSE)]
+    return None if "[" in inner and _MARKER.search(inner) else inner
+
+
+def _local_only_arguments_text(text: str) -> str | None:
+    """For a local destination: the arguments text inside a JSON-encoded local-only wrapper, else None."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    if type(parsed) is not dict or len(parsed) != 1:
+        return None
+    return _local_only_inner(parsed.get(LOCAL_ONLY_KEY))
+
+
+def _local_only_arguments(source: dict[Any, Any]) -> Any:
+    """For a local destination: the arguments object a local-only wrapper dict carries, else None."""
+    inner = _local_only_inner(source.get(LOCAL_ONLY_KEY))
+    if inner is None:
+        return None
+    try:
+        parsed = json.loads(inner)
+    except ValueError:
+        return {RAW_ARGUMENTS_KEY: inner}
+    return parsed if type(parsed) is dict and RAW_ARGUMENTS_KEY not in parsed else {RAW_ARGUMENTS_KEY: inner}
 
 
 class _Dropped:
@@ -494,6 +538,36 @@ class _Walk:
             self.kinds[key] = _CLEAN_KEY
         return sanitized
 
+    def content_value(self, result: dict[Any, Any], key: Any, item: str) -> str:
+        """A content string of a dict: judged now under a secret's name, else remembered for the screen."""
+        if self.secret_value(key, item):
+            counts = self.counts
+            counts.redactions += 1
+            counts.changed = True
+            return _SECRET_PLACEHOLDER
+        if self.local and item.startswith(_LOCAL_ONLY_JSON_HEAD):
+            value = self.local_only_text(item)
+            if value is not item:
+                return value
+        self.texts.append(item)
+        self.owners.append(result)
+        self.slots.append(key)
+        return item
+
+    def structural_text(self, text: str) -> str:
+        """A structural value (a name, a type) with markers: an identifier when any of it is blocked."""
+        blocked = self.counts.blocked
+        result = self.text(text)
+        return _STRUCTURAL_PLACEHOLDER if self.counts.blocked > blocked else result
+
+    def local_only_text(self, text: str) -> str:
+        """For a local destination: a local-only call's JSON arguments text, back as it was."""
+        inner = _local_only_arguments_text(text)
+        if inner is None:
+            return text
+        self.counts.changed = True
+        return inner
+
     def signed_block(self, source: dict[Any, Any], in_content: bool, depth: int) -> Any:
         """``source`` as it is when sanitizing would not change it, else the dropped marker."""
         inner = _Walk(self.allowed, self.redact, self.local, True)
@@ -521,6 +595,11 @@ class _Walk:
             raise PrivacyEnforcementError("privacy-payload-too-deep", "payload nesting exceeds the limit")
         if not self.signed and ("signature" in source or "data" in source) and _is_signed(source):
             return self.signed_block(source, in_content, depth)
+        if self.local and LOCAL_ONLY_KEY in source and len(source) == 1:
+            arguments = _local_only_arguments(source)
+            if arguments is not None:  # a local-only call's arguments, back as they were
+                self.counts.changed = True
+                return self.walk_dict(arguments, in_content, depth)
         # A copy, whose values are replaced where they change: most values stay as they are (content
         # strings are screened later, in a batch), so that costs far fewer stores than building it anew.
         result = source.copy()
@@ -547,16 +626,9 @@ class _Walk:
             value = item
             if kind is str:
                 if child:
-                    if self.secret_value(key, item):
-                        value = _SECRET_PLACEHOLDER
-                        self.counts.redactions += 1
-                        self.counts.changed = True
-                    else:
-                        self.texts.append(item)
-                        self.owners.append(result)
-                        self.slots.append(key)
+                    value = self.content_value(result, key, item)
                 elif "[" in item and _MARKER.search(item):
-                    value = self.text(item)
+                    value = self.structural_text(item) if key in _NAME_KEYS else self.text(item)
             elif kind is dict:
                 value = self.walk_dict(item, child, depth + 1)
                 if value is _DROPPED:
@@ -605,7 +677,9 @@ class _Walk:
     def walk(self, value: Any, in_content: bool, depth: int) -> Any:
         kind = type(value)
         if kind is str:
-            if in_content or ("[" in value and _MARKER.search(value)):
+            if in_content:
+                return self.text(value)
+            if "[" in value and _MARKER.search(value):
                 return self.text(value)
             return value
         if value is None or kind is int or kind is float or kind is bool:
