@@ -82,7 +82,11 @@ _NAME_ENDINGS: Final = (
     *("secret", "token", "password", "passwd", "pwd", "credential", "credentials"),
 )
 _NAME_REACH: Final = 12  # the longest of them
-_VALUE: Final = re.compile(r"[ \t]*(\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|`[^`\n]*`|[^\s\"'`,;}\])]+)")
+# A value: a literal in quotes, in JSON-escaped quotes (``\"...\"``, inside a JSON string), or a bare word.
+_VALUE: Final = re.compile(
+    r"[ \t]*(\\\"(?:[^\"\\\n]|\\[^\"])*\\\"|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|`[^`\n]*`"
+    r"|[^\s\"'`,;}\])\\]+)"
+)
 _NOT_ASSIGNING_BEFORE: Final = frozenset("=!<>:+-*/%&|^~")
 _WORD_LAST_LETTERS: Final = frozenset("yntdslYNTDSL")
 _SECRET_NAME: Final = re.compile(r"(?:^|[^A-Za-z])(?:" + _SECRET_WORDS + r")$", re.IGNORECASE | re.ASCII)
@@ -113,6 +117,7 @@ _OTHER: Final = re.compile(r"[^A-Za-z0-9]")
 _SPACE: Final = re.compile(r"\s")
 _BASE64_WHOLE: Final = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}", re.ASCII)
 _BASE64_MIN: Final = 20
+_JSON_BASE64_VALUE: Final = re.compile(r'"[A-Za-z0-9+/_-]{20,}={0,2}"')
 _JSON_DEPTH: Final = 32
 _JSON_MAX_CHARS: Final = 4_000_000  # a larger JSON text is matched as text only
 
@@ -184,6 +189,10 @@ def is_secret_name(name: str) -> bool:
 
 def _assigned_value(value: str) -> str | None:
     """What replaces an assigned ``value`` (quotes kept), or None when it is no secret's literal."""
+    if value.startswith('\\"'):
+        if len(value) < 4 or not looks_like_secret_literal(value[2:-2]):
+            return None
+        return '\\"' + SECRET_PLACEHOLDER + '\\"'
     if value[0] in "\"'`":
         if len(value) < 2 or not looks_like_secret_literal(value[1:-1]):
             return None
@@ -191,57 +200,82 @@ def _assigned_value(value: str) -> str | None:
     return SECRET_PLACEHOLDER if _looks_like_bare_secret(value.rstrip(".")) else None
 
 
+def assignment_at(text: str, here: int, endpos: int) -> tuple[int, int, str] | None:
+    """The secret value assigned by the "=" or ":" at ``here``, as ``(start, end, replacement)``, or None.
+
+    The value is looked for up to ``endpos`` only (the end of the string it is in).
+    """
+    end = here
+    while end and text[end - 1] in " \t":
+        end -= 1
+    if end and text[end - 1] in "\"'`":
+        end -= 1
+        if end and text[end - 1] == "\\":
+            end -= 1
+    # Every secret word ends in one of these letters: most signs are ruled out by one look.
+    if not end or text[end - 1] not in _WORD_LAST_LETTERS:
+        return None
+    after = here + 1
+    if here and text[here - 1] in _NOT_ASSIGNING_BEFORE:
+        return None
+    if text[here] == "=":
+        if text.startswith(">", after):
+            after += 1
+        elif text.startswith(("=", "~"), after):
+            return None
+    elif text.startswith((":", "="), after):
+        return None
+    if not text[max(0, end - _NAME_REACH) : end].lower().endswith(_NAME_ENDINGS):
+        return None
+    value = _VALUE.match(text, after, endpos)
+    if value is None:
+        return None
+    replacement = _assigned_value(value.group(1))
+    return None if replacement is None else (value.start(1), value.end(1), replacement)
+
+
 def _assignments(text: str) -> list[tuple[int, int, str]]:
     """``(start, end, replacement)`` of every secret value assigned to a secret's name in ``text``."""
     spans: list[tuple[int, int, str]] = []
+    size = len(text)
     for sign in "=:":
         position = text.find(sign)
         while position >= 0:
-            here = position
-            position = text.find(sign, here + 1)
-            end = here
-            while end and text[end - 1] in " \t":
-                end -= 1
-            if end and text[end - 1] in "\"'`":
-                end -= 1
-                if end and text[end - 1] == "\\":
-                    end -= 1
-            # Every secret word ends in one of these letters: most signs are ruled out by one look.
-            if not end or text[end - 1] not in _WORD_LAST_LETTERS:
-                continue
-            after = here + 1
-            if here and text[here - 1] in _NOT_ASSIGNING_BEFORE:
-                continue
-            if sign == "=":
-                if text.startswith(">", after):
-                    after += 1
-                elif text.startswith(("=", "~"), after):
-                    continue
-            elif text.startswith((":", "="), after):
-                continue
-            if not text[max(0, end - _NAME_REACH) : end].lower().endswith(_NAME_ENDINGS):
-                continue
-            value = _VALUE.match(text, after)
-            if value is None:
-                continue
-            replacement = _assigned_value(value.group(1))
-            if replacement is not None:
-                spans.append((value.start(1), value.end(1), replacement))
+            span = assignment_at(text, position, size)
+            if span is not None:
+                spans.append(span)
+            position = text.find(sign, position + 1)
     return spans
+
+
+def credential_url_at(text: str, position: int, endpos: int) -> tuple[int, int, str] | None:
+    """The password of a ``scheme://user:password@`` whose "://" is at ``position``, up to ``endpos``."""
+    found = _URL_AUTH.match(text, position + 3, endpos)
+    if found is None or not position or not text[position - 1].isalnum():
+        return None
+    password = found.group(1)
+    if _placeholder(password) or password.startswith(":"):
+        return None
+    return found.start(1), found.end(1), CREDENTIAL_PLACEHOLDER
 
 
 def _credential_urls(text: str) -> list[tuple[int, int, str]]:
     """``(start, end, replacement)`` of the password of every ``scheme://user:password@`` in ``text``."""
     spans: list[tuple[int, int, str]] = []
     position = text.find("://")
+    size = len(text)
     while position >= 0:
-        found = _URL_AUTH.match(text, position + 3)
-        if found is not None and position and text[position - 1].isalnum():
-            password = found.group(1)
-            if not _placeholder(password) and not password.startswith(":"):
-                spans.append((found.start(1), found.end(1), CREDENTIAL_PLACEHOLDER))
+        span = credential_url_at(text, position, size)
+        if span is not None:
+            spans.append(span)
         position = text.find("://", position + 3)
     return spans
+
+
+def bearer_at(text: str, position: int, endpos: int) -> bool:
+    """Whether the bearer rule replaces a token after the word "bearer" at ``position``, up to ``endpos``."""
+    found = _BEARER.match(text, position, endpos)
+    return found is not None and _bearer(found) != found.group(0)
 
 
 def _splice(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, int]:
@@ -379,8 +413,10 @@ def _inside(text: str) -> tuple[str, int]:
 
 
 def is_json_text(text: str) -> bool:
-    """Whether ``text`` (stripped) may be a JSON object or array, whose strings are then looked inside."""
-    return (text.startswith("{") and text.endswith("}")) or (text.startswith("[") and text.endswith("]"))
+    """Whether ``text`` (stripped) is JSON that may hide a secret: ``\\u`` escapes or a base64 string."""
+    if not ((text.startswith("{") and text.endswith("}")) or (text.startswith("[") and text.endswith("]"))):
+        return False
+    return "\\u" in text or _JSON_BASE64_VALUE.search(text) is not None
 
 
 def _normalised(text: str) -> str:

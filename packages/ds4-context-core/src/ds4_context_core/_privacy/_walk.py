@@ -30,6 +30,9 @@ from ds4_context_core._privacy._rules import (
     PRIVATE_KEY_PLACEHOLDER,
     SECRET_PLACEHOLDER,
     TOKEN_PLACEHOLDER,
+    assignment_at,
+    bearer_at,
+    credential_url_at,
     is_json_text,
     is_secret_name,
     looks_like_secret_literal,
@@ -254,12 +257,15 @@ def _key_text(key: Any) -> str:
 # native screen confirms each position in a loop and never lower-cases the text. Interpreted, every loop
 # step costs a bytecode dispatch, so the bulk screen hands whole lists of positions to C-level ``map``s
 # and finds "bearer" with the regex engine in a lower-cased copy. Both screens are tested on both builds.
-_UNDERSCORE_HEADS: Final = ("ghp", "gho", "ghu", "ghs", "ghr", "sk", "rk", "hf", "npm", "github")
+# The "_" each "_" token holds after a fixed head: ghp_, sk_live_ (its second "_"), hf_, npm_, github_.
+_UNDERSCORE_HEADS: Final = (
+    *("ghp", "gho", "ghu", "ghs", "ghr", "hf", "npm", "github"),
+    *("sk_live", "sk_test", "rk_live", "rk_test"),
+)
 _DASH_HEADS: Final = ("sk", "glpat", "xoxa", "xoxb", "xoxp", "xoxo", "xoxs", "xoxr")
 _GITHUB_KINDS: Final = frozenset(map(ord, "pousr"))  # the letter between "gh" and "_"
 _BEARER_HEADS: Final = ("b", "B")
 _BEARER_WORD: Final = re.compile("bearer")  # the regex engine's literal search beats str.find here
-_URL_AT_REACH: Final = 600  # "://user:password@" is at most this long (see the credential URL rule)
 
 
 def _positions(text: str, anchor: str) -> list[int]:
@@ -274,17 +280,24 @@ def _positions(text: str, anchor: str) -> list[int]:
     return found
 
 
-def _key_signs(text: str, sign: str) -> list[int]:
-    """Positions of ``sign`` in ``text`` where the assignment rule may match (see :func:`_key_before`)."""
+def _key_signs(text: str, sign: str, ends: list[int]) -> list[int]:
+    """Positions of ``sign`` in ``text`` where the assignment or credential URL rule matches.
+
+    ``ends`` are the ends of the strings ``text`` joins (see :func:`_flag_strings`): a value is looked for
+    up to the end of its own string, so the answer for a sign is the rule's own (where the name before
+    it reaches into the string before, it may say yes needlessly, never no wrongly).
+    """
     found: list[int] = []
     position = text.find(sign)
     while position >= 0:
-        if _key_before(text, position) or (
-            sign == ":"
-            and text.startswith("//", position + 1)
-            and text.find("@", position + 3, position + _URL_AT_REACH) >= 0
-        ):
-            found.append(position)
+        if _key_before(text, position):
+            bound = ends[bisect_right(ends, position)] if ends else len(text)
+            if assignment_at(text, position, bound) is not None:
+                found.append(position)
+        elif sign == ":" and text.startswith("//", position + 1):
+            bound = ends[bisect_right(ends, position)] if ends else len(text)
+            if credential_url_at(text, position, bound) is not None:
+                found.append(position)
         position = text.find(sign, position + 1)
     return found
 
@@ -312,7 +325,7 @@ def _anchored_hits(joined: str, redact: bool) -> list[int]:
     return hits
 
 
-def _native_hits(joined: str, redact: bool) -> list[int]:
+def _native_hits(joined: str, redact: bool, ends: list[int]) -> list[int]:
     """Positions in ``joined`` around which a rule may match, confirmed in loops (the compiled build)."""
     hits = _anchored_hits(joined, redact)
     if not redact:
@@ -322,15 +335,15 @@ def _native_hits(joined: str, redact: bool) -> list[int]:
             before = ord(joined[position - 1]) | 32
             second = ord(joined[position - 2]) | 32
             if (
-                (before == 107 and second in (115, 114))  # "sk", "rk"
+                (before in (101, 116) and joined.endswith(("k_live", "k_test"), 0, position))  # sk_live_
                 or (before == 102 and second == 104)  # "hf"
                 or (before == 109 and second == 112)  # "pm" of "npm"
                 or (before == 98 and second == 117)  # "ub" of "github"
                 or (position >= 3 and second == 104 and ord(joined[position - 3]) == 103)  # "gh?"
             ):
                 hits.append(position)
-    hits.extend(_key_signs(joined, "="))
-    hits.extend(_key_signs(joined, ":"))
+    hits.extend(_key_signs(joined, "=", ends))
+    hits.extend(_key_signs(joined, ":", ends))
     last = len(joined) - len("bearer")
     for head in _BEARER_HEADS:
         position = joined.find(head)
@@ -341,13 +354,14 @@ def _native_hits(joined: str, redact: bool) -> list[int]:
                 and ord(joined[position + 3]) | 32 == 114
                 and ord(joined[position + 4]) | 32 == 101
                 and ord(joined[position + 5]) | 32 == 114
+                and bearer_at(joined, position, ends[bisect_right(ends, position)])
             ):
                 hits.append(position)
             position = joined.find(head, position + 1)
     return hits
 
 
-def _bulk_hits(joined: str, redact: bool) -> list[int]:
+def _bulk_hits(joined: str, redact: bool, ends: list[int]) -> list[int]:
     """Positions in ``joined`` around which a rule may match, confirmed by C-level maps (interpreted)."""
     hits = _anchored_hits(joined, redact)
     if not redact:
@@ -356,12 +370,15 @@ def _bulk_hits(joined: str, redact: bool) -> list[int]:
     hits.extend(
         compress(underscores, map(joined.endswith, repeat(_UNDERSCORE_HEADS), repeat(0), underscores))
     )
-    hits.extend(_key_signs(joined, "="))
-    hits.extend(_key_signs(joined, ":"))
+    hits.extend(_key_signs(joined, "=", ends))
+    hits.extend(_key_signs(joined, ":", ends))
     lowered = joined.lower()
     if len(lowered) != len(joined):  # a character whose lower case is longer ("İ"): keep positions
         lowered = joined.encode("ascii", "replace").lower().decode("ascii")
-    hits.extend(match.start() for match in _BEARER_WORD.finditer(lowered))
+    for match in _BEARER_WORD.finditer(lowered):
+        position = match.start()
+        if bearer_at(joined, position, ends[bisect_right(ends, position)]):
+            hits.append(position)
     return hits
 
 
@@ -382,14 +399,6 @@ def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
     lies wholly inside its string.
     """
     joined = "".join(texts)
-    hits = _native_hits(joined, redact) if native else _bulk_hits(joined, redact)
-    wrapped: set[int] = set()
-    if redact:
-        for index, text in enumerate(texts):
-            if _hidden_or_wrapped(text):
-                wrapped.add(index)
-    if not hits:
-        return wrapped
     if native:
         ends: list[int] = []  # string i spans ends[i - 1]:ends[i]
         total = 0
@@ -398,6 +407,14 @@ def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
             ends.append(total)
     else:
         ends = list(accumulate(map(len, texts)))
+    hits = _native_hits(joined, redact, ends) if native else _bulk_hits(joined, redact, ends)
+    wrapped: set[int] = set()
+    if redact:
+        for index, text in enumerate(texts):
+            if _hidden_or_wrapped(text):
+                wrapped.add(index)
+    if not hits:
+        return wrapped
     return set(map(bisect_right, repeat(ends), hits)) | wrapped
 
 
