@@ -47,7 +47,10 @@ __all__ = [
 
 DEFAULT_REQUEST_TIMEOUT_S: Final = 120.0
 PROVIDER_RESPONSE_MAX_BYTES: Final = 32 * 1024 * 1024
-_ERROR_TYPE_PATTERN: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# A provider error code is passed on only when it reads like one (rate_limit_error, invalid_api_key):
+# words of lower-case letters joined by "_", "." or "-". A server that echoes a key (mixed case, digits,
+# long random runs) in its code field gets nothing passed on.
+_ERROR_TYPE_PATTERN: Final = re.compile(r"[a-z]{1,24}(?:[_.-][a-z]{1,24}){0,7}")
 _HEADER_FORBIDDEN: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 UsageCallback = Callable[[UsageObservation], None]
