@@ -332,6 +332,21 @@ FRAGMENTS = st.sampled_from(
         "Bearer abcdefghij",
         "password=hunter2",
         'api_key": "x',
+        # Values the screen rules out by a look, next to ones it must leave to the rules.
+        ".",
+        "(",
+        "[",
+        "$",
+        "os.environ",
+        "get_token",
+        "hunter2",
+        "Zq81mWx0aLp2",
+        '"s3cr3t-Value!"',
+        '\\"s3cr3t-Value!\\"',
+        "sk_live_4eC39HqLyjWDarjt",
+        "postgres://app:Zq81mWx0@db",
+        "=>",
+        "\n",
     ]
 )
 TEXT = st.lists(FRAGMENTS, max_size=12).map("".join)

@@ -100,6 +100,7 @@ _PLACEHOLDER_HINTS: Final = (
     *("$", "{", "}", "<", ">"),
     *("xxxx", "XXXX", "***", "...", "your", "YOUR", "Your"),
 )
+_PLACEHOLDER_HINT: Final = re.compile("|".join(map(re.escape, _PLACEHOLDER_HINTS)))
 _IDENTIFIER_PATH: Final = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)*[(\[]?", re.ASCII)
 _ENV_NAME: Final = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 
@@ -135,7 +136,7 @@ def _classes(value: str) -> int:
 def _placeholder(value: str) -> bool:
     if value.startswith((_PLACEHOLDER_HEAD, "%")):  # %s, %(name)s, %VAR%
         return True
-    return any(hint in value for hint in _PLACEHOLDER_HINTS)
+    return _PLACEHOLDER_HINT.search(value) is not None
 
 
 def looks_like_secret_literal(value: str) -> bool:

@@ -280,6 +280,54 @@ def _positions(text: str, anchor: str) -> list[int]:
     return found
 
 
+_REFERENCE_ENDS: Final = frozenset(map(ord, "(.["))  # an identifier then one of these is a reference
+_VALUE_ENDS: Final = frozenset(map(ord, " \t\r\n,;)]}\"'`\\"))  # where a bare value ends
+
+
+def _is_identifier_code(code: int) -> bool:
+    return 48 <= code <= 57 or 65 <= code <= 90 or 97 <= code <= 122 or code in (95, 36)
+
+
+def _reference_after(text: str, start: int, bound: int) -> bool:
+    """Whether what follows a "=" or ":" at ``start`` is surely code, not a literal the rule redacts.
+
+    True only for what :func:`assignment_at` always refuses: nothing, a value opening with "(", "[",
+    "{", "$", "<" or "%", an identifier followed by "(", "." or "[" (a call, attribute or subscript),
+    and an identifier that holds a "_" or is shorter than 6 characters. Anything else is left to it.
+    """
+    position = start
+    if position < bound and text[position] == ">":
+        position += 1  # "=>"
+    while position < bound and text[position] in " \t":
+        position += 1
+    if position >= bound:
+        return True
+    first = ord(text[position])
+    if first in _OPENERS or first in (10, 13):
+        return True
+    if not (65 <= first <= 90 or 97 <= first <= 122 or first == 95):
+        return False
+    end = position
+    underscore = False
+    while end < bound and _is_identifier_code(ord(text[end])):
+        if ord(text[end]) in (95, 36):  # "_" or "$"
+            underscore = True
+        end += 1
+    # "(" or "[" always; "." only before a name ("hunter2." ends a sentence, "os.environ" is a path).
+    if (
+        end < bound
+        and ord(text[end]) in _REFERENCE_ENDS
+        and (text[end] != "." or (end + 1 < bound and _is_identifier_code(ord(text[end + 1]))))
+    ):
+        return True
+    if end < bound and ord(text[end]) not in _VALUE_ENDS:
+        return False
+    return underscore or end - position < 6
+
+
+_OPENERS: Final = frozenset(map(ord, "([{$<%"))
+
+
 def _key_signs(text: str, sign: str, ends: list[int]) -> list[int]:
     """Positions of ``sign`` in ``text`` where the assignment or credential URL rule matches.
 
@@ -292,7 +340,7 @@ def _key_signs(text: str, sign: str, ends: list[int]) -> list[int]:
     while position >= 0:
         if _key_before(text, position):
             bound = ends[bisect_right(ends, position)] if ends else len(text)
-            if assignment_at(text, position, bound) is not None:
+            if not _reference_after(text, position + 1, bound) and assignment_at(text, position, bound):
                 found.append(position)
         elif sign == ":" and text.startswith("//", position + 1):
             bound = ends[bisect_right(ends, position)] if ends else len(text)
