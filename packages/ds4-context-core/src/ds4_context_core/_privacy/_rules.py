@@ -89,6 +89,7 @@ _VALUE: Final = re.compile(
 )
 _NOT_ASSIGNING_BEFORE: Final = frozenset("=!<>:+-*/%&|^~")
 _WORD_LAST_LETTERS: Final = frozenset("yntdslYNTDSL")
+_GAP_CHARACTERS: Final = frozenset(" \t\"'`")  # what may stand between a name and its sign
 _SECRET_NAME: Final = re.compile(r"(?:^|[^A-Za-z])(?:" + _SECRET_WORDS + r")$", re.IGNORECASE | re.ASCII)
 _CAMEL_SECRET_NAME: Final = re.compile(
     r"[a-z0-9](?:ApiKey|SecretKey|AccessKey|PrivateKey|AuthKey|Secret|Token|Password|Credentials?)$"
@@ -242,9 +243,12 @@ def _assignments(text: str) -> list[tuple[int, int, str]]:
     for sign in "=:":
         position = text.find(sign)
         while position >= 0:
-            span = assignment_at(text, position, size)
-            if span is not None:
-                spans.append(span)
+            # The common case, a sign right after a character no secret word ends with, costs one look.
+            before = text[position - 1] if position else ""
+            if before in _WORD_LAST_LETTERS or before in _GAP_CHARACTERS:
+                span = assignment_at(text, position, size)
+                if span is not None:
+                    spans.append(span)
             position = text.find(sign, position + 1)
     return spans
 
