@@ -227,6 +227,18 @@ class DiagnosticsHoldPrompt(MemoryAdapter):
         return await super().complete(request)
 
 
+class DiagnosticsHoldSanitizedPayload(MemoryAdapter):
+    """Copies the first 200 characters of every payload it sends, after privacy: no probe, still a leak."""
+
+    async def complete(self, request: CompletionRequest) -> CompletionResult:
+        try:
+            sent = json.dumps(self.enforce_privacy(request).payload)[:200]
+        except Exception:  # the sanitizer's own failure is reported elsewhere
+            sent = "unprintable"
+        self._diagnostics.add(AdapterDiagnostic(code="debug", severity="info", message=sent))
+        return await super().complete(request)
+
+
 class DeclaresThreeCapabilities(MemoryAdapter):
     def capability_declarations(self) -> Sequence[CapabilityDeclaration]:
         return tuple(super().capability_declarations())[:3]
@@ -285,6 +297,7 @@ BROKEN = [
     (ShutdownNotIdempotent, "lifecycle", None),
     (ReadsAfterShutdown, "lifecycle", "closed-history-readable"),
     (DiagnosticsHoldPrompt, "privacy", "diagnostics-contain-probe"),
+    (DiagnosticsHoldSanitizedPayload, "privacy", "diagnostics-contain-payload"),
 ]
 
 

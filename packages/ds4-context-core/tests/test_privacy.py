@@ -126,9 +126,9 @@ def test_nesting_never_downgrades() -> None:
         ("Bearer eyJhbGciOiJIUzI1NiJ9.payload", "Bearer [DS4 REDACTED TOKEN]"),
         ("api_key=abc123secret", "api_key=[DS4 REDACTED SECRET]"),
         ('"password": "hunter2"', '"password": "[DS4 REDACTED SECRET]"'),
-        ("CLIENT_SECRET: zzz", "CLIENT_SECRET: [DS4 REDACTED SECRET]"),
-        ("access-token = tok_1", "access-token = [DS4 REDACTED SECRET]"),
-        ("APIKEY=zzz", "APIKEY=[DS4 REDACTED SECRET]"),
+        ("CLIENT_SECRET: Zq81mWx0aL", "CLIENT_SECRET: [DS4 REDACTED SECRET]"),
+        ("access-token = 9fQ2-x7Lp0", "access-token = [DS4 REDACTED SECRET]"),
+        ("APIKEY=zz9Kq7rT2w", "APIKEY=[DS4 REDACTED SECRET]"),
         ("authorization: bearer abcdefghij", "authorization: bearer [DS4 REDACTED TOKEN]"),
     ],
 )
@@ -159,7 +159,7 @@ def test_payload_traversal_sanitizes_content_keys_and_keeps_structural_keys() ->
                 "role": "assistant",
                 "content": [{"type": "text", "text": "[ds4:sensitive]plan[/ds4:sensitive]"}],
                 "tool_calls": [
-                    {"id": "c1", "function": {"name": "read", "arguments": '{"password": "p4ss"}'}}
+                    {"id": "c1", "function": {"name": "read", "arguments": '{"password": "p4ss-w0rd!"}'}}
                 ],
             },
         ],
@@ -190,8 +190,17 @@ def test_payload_traversal_sanitizes_content_keys_and_keeps_structural_keys() ->
 
 
 def test_a_marker_outside_content_keys_is_still_enforced() -> None:
-    result = enforce_payload_privacy({"name": "[ds4:local-only]private name[/ds4:local-only]"}, provider="x")
-    assert result.payload == {"name": EXCLUDED.format("local-only")}
+    result = enforce_payload_privacy({"role": "[ds4:local-only]private name[/ds4:local-only]"}, provider="x")
+    assert result.payload == {"role": EXCLUDED.format("local-only")}
+
+
+def test_a_blocked_name_stays_an_identifier() -> None:
+    # Providers check tool names against a pattern: a blocked one becomes a fixed identifier.
+    result = enforce_payload_privacy(
+        {"name": "[ds4:local-only]lookup_patient[/ds4:local-only]"}, provider="x"
+    )
+    assert result.payload == {"name": "ds4_excluded"}
+    assert result.blocked_blocks == 1
 
 
 def test_binary_is_blocked_for_remote_and_kept_for_local() -> None:
@@ -322,7 +331,9 @@ def test_tuples_and_structs_are_traversed() -> None:
     class Note(msgspec.Struct, rename="camel"):
         text: str
 
-    payload = {"messages": ({"content": ("sk-abcdefghijklmnopqrstuvwx",)}, Note(text="Bearer abcdefghijkl"))}
+    payload = {
+        "messages": ({"content": ("sk-abcdefghijklmnopqrstuvwx",)}, Note(text="Bearer abc123defghijkl"))
+    }
     result = enforce_payload_privacy(payload, provider="openai")
     assert json.dumps(result.payload) == json.dumps(
         {"messages": [{"content": ["[DS4 REDACTED CREDENTIAL]"]}, {"text": "Bearer [DS4 REDACTED TOKEN]"}]}

@@ -103,10 +103,11 @@ def test_plain_text_reaches_a_local_provider_exactly_and_ids_still_pair():
     remote = enforce_payload_privacy(payload, provider="openai").payload["messages"]
     call = remote[1]["tool_calls"][0]
     assert (call["id"], remote[2]["tool_call_id"]) == ("call-1", "call-1")
+    # Keys, numbers and the tool's name stay local too: the remote sees one placeholder and an identifier.
     assert json.loads(call["function"]["arguments"]) == {
-        "path": "[DS4 local-only content excluded by privacy policy]",
-        "options": {"tags": ["[DS4 local-only content excluded by privacy policy]", 3]},
+        "__ds4_local_only": "[DS4 local-only content excluded by privacy policy]"
     }
+    assert call["function"]["name"] == "ds4_excluded"
 
 
 def test_unflagged_messages_come_back_as_the_same_objects():
@@ -127,3 +128,38 @@ def test_completion_requests_built_from_a_plan_mark_flagged_messages(payload_for
     sent = json.dumps(enforce_payload_privacy(request.payload, provider="openai").payload)
     assert PRIVATE not in sent
     assert "what next?" in sent
+
+
+def _structured_history():
+    """A flagged tool step whose name, keys and numbers identify a person; then a normal request."""
+    call = core.ToolCallBlock(
+        id="call-7",
+        name="lookup_patient_Jane_Doe",
+        arguments={"Jane_Doe_record": 123456789, "flags": {"Jane_Doe_vip": True}, "ids": [987654321]},
+    )
+    result = core.ToolResultBlock(tool_call_id="call-7", tool_name="lookup_patient_Jane_Doe", content="ok")
+    return (
+        _message(1, "assistant", call, local_only=True),
+        _message(2, "tool", result, local_only=True),
+        _message(3, "user", core.TextBlock(text="what next?")),
+    )
+
+
+@pytest.mark.parametrize("payload_format", sorted(FORMATS))
+def test_a_flagged_tool_step_keeps_names_keys_and_numbers_local(payload_format):
+    history = _structured_history()
+    payload = FORMATS[payload_format](mark_local_only_messages(history))
+    sent = json.dumps(enforce_payload_privacy(payload, provider="openai").payload)
+    for private in ("Jane_Doe", "123456789", "987654321", "lookup_patient"):
+        assert private not in sent
+    assert "what next?" in sent
+    assert "call-7" in sent  # the call and its result still pair up
+
+
+@pytest.mark.parametrize("payload_format", sorted(FORMATS))
+def test_a_local_provider_gets_the_flagged_tool_step_exactly(payload_format):
+    history = _structured_history()
+    payload = FORMATS[payload_format](mark_local_only_messages(history))
+    local = enforce_payload_privacy(payload, provider="ollama").payload
+    # As JSON: the canonical format's unchanged parts are tuples in the input, lists in the copy.
+    assert json.dumps(local) == json.dumps(FORMATS[payload_format](history))

@@ -93,10 +93,17 @@ def test_error_echo_is_bounded_and_escaped():
     with pytest.raises(ModelReferenceError) as caught:
         parse_model_reference(secretish)
     message = str(caught.value)
-    assert "A" * 97 not in message
-    assert "A" * 89 in message  # 96 bytes of input: "openai:" + 89 letters
+    assert "A" * 10 not in message
+    assert "A" * 9 in message  # 16 bytes of input: "openai:" + 9 letters, shorter than any key
     assert "[truncated]" in message
     assert "\x1b" not in message
+
+
+def test_a_pasted_key_is_never_echoed_whole():
+    key = "sk-proj-" + "Zq81mWx0aLp2Kd7Tr4Nv9Bc6"
+    with pytest.raises(ModelReferenceError) as caught:
+        parse_model_reference(f"openai:{key} ")
+    assert key[:17] not in str(caught.value)
 
 
 def test_control_characters_are_escaped_in_the_echo():

@@ -126,6 +126,20 @@ def test_rate_limit_honours_retry_after_and_never_echoes_the_body():
 
 
 @pytest.mark.parametrize(
+    "code", ["sk-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6", "AKIAZQ81MWX0ALP2KD7T", "bad key hunter2"]
+)
+def test_an_error_code_that_is_not_a_code_is_never_passed_on(code: str) -> None:
+    # A server that echoes the key it was sent in its error code must not put it in the result.
+    body = msgspec.json.encode({"error": {"code": code, "type": code, "message": code}})
+    with ScriptedServer() as server:
+        server.on("POST", "/v1/chat/completions", Reply(status=401, body=body))
+        result = _complete(_chat(server), _request())
+    assert result.status == "fallback"
+    assert code not in msgspec.json.encode(result).decode()
+    assert code[:12] not in msgspec.json.encode(result).decode()
+
+
+@pytest.mark.parametrize(
     ("status", "kind", "retryable"),
     [
         (500, "server-error", True),

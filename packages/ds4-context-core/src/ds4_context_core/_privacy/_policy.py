@@ -31,6 +31,7 @@ import msgspec
 from ds4_context_core._exceptions import PrivacyEnforcementError, PrivacyPolicyError
 from ds4_context_core._history._stable_json import stable_hash
 
+from ._rules import redact_text
 from ._walk import (
     _BINARY_PLACEHOLDER,
     _CREDENTIAL_PLACEHOLDER,
@@ -43,7 +44,6 @@ from ._walk import (
     PRIVACY_MAX_DEPTH,
     PRIVACY_STRUCTURAL_KEYS,
     _segments,
-    redact_text,
     sanitize_payload,
     sanitize_string,
 )
@@ -83,6 +83,7 @@ PRIVACY_ERROR_CODES: Final = (
     "privacy-enforcement-failed",
     "privacy-key-collision",
     "privacy-payload-too-deep",
+    "privacy-signed-block",
     "privacy-unsupported-value",
 )
 PRIVACY_POLICY_VERSION_PREFIX: Final = "ds4-privacy-policy-v1:"

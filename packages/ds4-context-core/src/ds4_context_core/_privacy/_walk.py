@@ -10,6 +10,7 @@ and Python imports the compiled one. Only the batch screen takes a different for
 
 from __future__ import annotations
 
+import json
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
@@ -21,6 +22,22 @@ from typing import Any, Final
 import msgspec
 
 from ds4_context_core._exceptions import PrivacyEnforcementError
+from ds4_context_core._privacy._rules import (
+    _BASE64_MIN,
+    _BASE64_WHOLE,
+    _HIDDEN,
+    CREDENTIAL_PLACEHOLDER,
+    PRIVATE_KEY_PLACEHOLDER,
+    SECRET_PLACEHOLDER,
+    TOKEN_PLACEHOLDER,
+    assignment_at,
+    bearer_at,
+    credential_url_at,
+    is_json_text,
+    is_secret_name,
+    looks_like_secret_literal,
+    redact_text,
+)
 
 PRIVACY_CLASSIFICATIONS: Final = ("normal", "internal", "sensitive", "local-only")
 PRIVACY_CONTENT_KEYS: Final = (
@@ -45,11 +62,22 @@ PRIVACY_CONTENT_KEYS: Final = (
 PRIVACY_STRUCTURAL_KEYS: Final = ("role", "type", "id", "name", "model", "api", "toolCallId", "stopReason")
 PRIVACY_MAX_DEPTH: Final = 128
 
-_CREDENTIAL_PLACEHOLDER: Final = "[DS4 REDACTED CREDENTIAL]"
-_PRIVATE_KEY_PLACEHOLDER: Final = "[DS4 REDACTED PRIVATE KEY]"
-_TOKEN_PLACEHOLDER: Final = "[DS4 REDACTED TOKEN]"  # noqa: S105 (a placeholder, not a secret)
-_SECRET_PLACEHOLDER: Final = "[DS4 REDACTED SECRET]"  # noqa: S105 (a placeholder, not a secret)
+_CREDENTIAL_PLACEHOLDER: Final = CREDENTIAL_PLACEHOLDER
+_PRIVATE_KEY_PLACEHOLDER: Final = PRIVATE_KEY_PLACEHOLDER
+_TOKEN_PLACEHOLDER: Final = TOKEN_PLACEHOLDER
+_SECRET_PLACEHOLDER: Final = SECRET_PLACEHOLDER
 _BINARY_PLACEHOLDER: Final = "[DS4 binary content excluded by privacy policy]"
+
+# A local-only message's tool call arguments travel as one marked JSON text under this key, and a
+# structural value (a tool name) that privacy blocks becomes the identifier ``ds4_excluded`` (see
+# _local_only.py).
+LOCAL_ONLY_KEY: Final = "__ds4_local_only"
+RAW_ARGUMENTS_KEY: Final = "__ds4_raw_arguments"  # interop's key for arguments that are not an object
+_LOCAL_ONLY_OPEN: Final = "[ds4:local-only]"
+_LOCAL_ONLY_CLOSE: Final = "[/ds4:local-only]"
+_LOCAL_ONLY_JSON_HEAD: Final = '{"' + LOCAL_ONLY_KEY + '":'
+_STRUCTURAL_PLACEHOLDER: Final = "ds4_excluded"
+_NAME_KEYS: Final = frozenset(("name", "toolName", "tool_name"))  # values providers check as identifiers
 
 _RANK: Final = {level: rank for rank, level in enumerate(PRIVACY_CLASSIFICATIONS)}
 # key -> whether its value is content (True) or structure (False); other keys inherit from the parent.
@@ -64,27 +92,6 @@ _CLEAN_KEY: Final = 2  # in a walk's own copy of _KEY_KIND: inherits, and saniti
 # ``local-only``: whoever wrote it meant to protect something.
 _MARKER: Final = re.compile(r"\[(/?)ds4:([a-z0-9_-]{1,32})\]", re.IGNORECASE | re.ASCII)
 _UNKNOWN_LEVEL_RANK: Final = len(PRIVACY_CLASSIFICATIONS) - 1
-
-# One regex per secret family, each gated by a cheap substring test on the lower-cased text, so clean
-# text costs a few substring searches. Case-insensitivity is ASCII-only (re.ASCII), so the lower-cased
-# substring screens can never miss what a rule matches (no Kelvin-sign "K" matching "key").
-_PEM: Final = re.compile(
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL
-)
-_BEARER: Final = re.compile(r"(bearer)\s+(?!\[DS4 )[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE | re.ASCII)
-# A credential starts where no letter or digit precedes it. That test sits after each branch's first
-# character (the look-behind then spans it), so the regex engine can skip ahead to an "s", "g" or "A".
-_CREDENTIAL: Final = re.compile(
-    r"s(?<![A-Za-z0-9]s)k-(?:ant-[A-Za-z0-9_-]{8,}|[A-Za-z0-9_-]{16,})"
-    r"|g(?<![A-Za-z0-9]g)h[pousr]_[A-Za-z0-9]{20,}"
-    r"|A(?<![A-Za-z0-9]A)KIA[0-9A-Z]{16}"
-)
-_GITHUB_PREFIX: Final = re.compile(r"gh[pousr]_")
-_KEY_VALUE: Final = re.compile(
-    r"(api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret|password)"
-    r"([\"']?\s*[=:]\s*[\"']?)(?!\[DS4 )[^\s\"',;}\]]+",
-    re.IGNORECASE | re.ASCII,
-)
 
 
 def _segments(text: str) -> list[tuple[str, int]] | None:
@@ -135,71 +142,49 @@ def _segments(text: str) -> list[tuple[str, int]] | None:
     return segments
 
 
-# The words every key of the key=value rule ends with (api_key, access_token, ...), what may stand between
-# such a word and its "=" or ":" (an optional quote, then spaces), and how long that gap is looked at.
-_KEY_WORDS: Final = ("key", "token", "secret", "password")
-_KEY_GAP_CODES: Final = frozenset(map(ord, " \t\n\r\f\v\"'"))
+# The words every name of the assignment rule ends with (api_key, access_token, ...), what may stand
+# between such a word and its "=" or ":" (an optional quote, then spaces), and how long that gap is looked
+# at. Each word ends in a letter that rules most signs out with one look (see _key_before).
+_KEY_GAP_CODES: Final = frozenset(map(ord, " \t\n\r\f\v\"'`\\"))
 _KEY_GAP_MAX: Final = 4  # a longer gap before a "=" or ":" counts without looking for the word
-_KEY_TRIES: Final = 8
 # ``| 32`` lower-cases an ASCII letter's code and maps no other character onto a letter, so comparing codes
 # that way is the rules' own ASCII-only case-insensitive test.
-_KEY_WORD_BY_LAST: Final = {ord(word[-1]): word for word in _KEY_WORDS}
+_KEY_WORDS_BY_LAST: Final[dict[int, tuple[str, ...]]] = {
+    ord("y"): ("key",),
+    ord("n"): ("token",),
+    ord("t"): ("secret",),
+    ord("d"): ("password", "passwd", "pwd"),
+    ord("s"): ("credentials",),
+    ord("l"): ("credential",),
+}
+# A "key" is a secret's name only after one of these words (and an optional "_" or "-"): api_key, secretKey.
+_KEY_OWNERS: Final = ("api", "secret", "access", "private", "auth")
 
 
 def _key_before(text: str, position: int) -> bool:
-    """Whether the key=value rule may match with its "=" or ":" at ``position`` of ``text``.
+    """Whether the assignment rule may match with its "=" or ":" at ``position`` of ``text``.
 
-    That needs a key word and a gap of quotes and spaces right before it. It may answer yes needlessly (a
-    gap of :data:`_KEY_GAP_MAX` or more), never no wrongly.
+    That needs a secret's name and a gap of quotes and spaces right before it. It may answer yes needlessly
+    (a gap of :data:`_KEY_GAP_MAX` or more), never no wrongly.
     """
     end = position
     while end and position - end < _KEY_GAP_MAX and ord(text[end - 1]) in _KEY_GAP_CODES:
         end -= 1
     if position - end == _KEY_GAP_MAX:
         return True
-    # Each key word ends in its own letter: most signs are ruled out by that one character.
-    word = _KEY_WORD_BY_LAST.get(ord(text[end - 1]) | 32) if end else None
-    return word is not None and end >= len(word) and text[end - len(word) : end].lower() == word
-
-
-def _has_key_assignment(text: str, lowered: str) -> bool:
-    """Whether the key=value rule may match ``text`` (also given lower-cased): a key word, then "=" or ":"."""
-    if not ("key" in lowered or "token" in lowered or "secret" in lowered or "password" in lowered):
+    words = _KEY_WORDS_BY_LAST.get(ord(text[end - 1]) | 32) if end else None
+    if words is None:
         return False
-    tries = _KEY_TRIES  # past this many "=" or ":" without a key word before them, just run the rule
-    for sign in "=:":
-        position = text.find(sign)
-        while position >= 0:
-            if not tries or _key_before(text, position):
+    for word in words:
+        start = end - len(word)
+        if start >= 0 and text[start:end].lower() == word:
+            if word != "key":
                 return True
-            tries -= 1
-            position = text.find(sign, position + 1)
+            if start and text[start - 1] in "_-":
+                start -= 1
+            head = text[max(0, start - 7) : start].lower()
+            return head.endswith(_KEY_OWNERS)
     return False
-
-
-def redact_text(text: str) -> tuple[str, int]:
-    """Replace private keys, API credentials, bearer tokens and ``password=...`` values; return the count."""
-    # Each rule runs only when the text holds what every match of it needs. The tests read the text as
-    # given: no replacement can create what they look for (placeholders hold no "=", ":", "sk-", ...).
-    lowered = text.lower()
-    pem = "-----BEGIN " in text
-    bearer = "bearer" in lowered
-    credential = "sk-" in text or "AKIA" in text or ("_" in text and _GITHUB_PREFIX.search(text) is not None)
-    assignment = ("=" in text or ":" in text) and _has_key_assignment(text, lowered)
-    total = 0
-    if pem:
-        text, found = _PEM.subn(_PRIVATE_KEY_PLACEHOLDER, text)
-        total += found
-    if bearer:
-        text, found = _BEARER.subn(rf"\1 {_TOKEN_PLACEHOLDER}", text)
-        total += found
-    if credential:
-        text, found = _CREDENTIAL.subn(_CREDENTIAL_PLACEHOLDER, text)
-        total += found
-    if assignment:
-        text, found = _KEY_VALUE.subn(rf"\1\2{_SECRET_PLACEHOLDER}", text)
-        total += found
-    return text, total
 
 
 class _Counts:
@@ -259,18 +244,25 @@ def _key_text(key: Any) -> str:
 
 
 # The batch screen. Every rule needs one of a few characters that `str.find` locates with memchr, far
-# faster than any multi-character search: a marker needs "[", a PEM block and "sk-" need "-", a GitHub
-# token needs "_", an AWS key needs "K", a "password=..." pair needs "=" or ":", a bearer token "b" or
-# "B". The positions of each character are gathered first, then confirmed by a short look around each. A
-# confirmation only ever over-approximates its rule, and every string with a confirmed hit runs the full
-# rules.
+# faster than any multi-character search: a marker needs "[", a private key block, "sk-", "glpat-" and
+# "xoxb-" need "-", the "_" tokens (GitHub, Stripe, Hugging Face, npm) need "_", AWS and Google keys need
+# "I", a JWT needs "J", an assignment needs "=" or ":" (a credential URL needs ":" too), a bearer token "b"
+# or "B". The positions of each character are gathered first, then confirmed by a short look around each.
+# A confirmation only ever over-approximates its rule, and every string with a confirmed hit runs the full
+# rules. What no anchor can see (fullwidth or zero-width characters, whole-string base64, JSON escapes)
+# is screened string by string in :func:`_flag_strings`.
 #
 # The confirmations are written twice, once for each build, because what is fast is opposite in them.
 # Compiled by mypyc, a loop over ``ord(text[i])`` is a few machine instructions a character, so the
 # native screen confirms each position in a loop and never lower-cases the text. Interpreted, every loop
 # step costs a bytecode dispatch, so the bulk screen hands whole lists of positions to C-level ``map``s
 # and finds "bearer" with the regex engine in a lower-cased copy. Both screens are tested on both builds.
-_GITHUB_HEADS: Final = ("ghp", "gho", "ghu", "ghs", "ghr")
+# The "_" each "_" token holds after a fixed head: ghp_, sk_live_ (its second "_"), hf_, npm_, github_.
+_UNDERSCORE_HEADS: Final = (
+    *("ghp", "gho", "ghu", "ghs", "ghr", "hf", "npm", "github"),
+    *("sk_live", "sk_test", "rk_live", "rk_test"),
+)
+_DASH_HEADS: Final = ("sk", "glpat", "xoxa", "xoxb", "xoxp", "xoxo", "xoxs", "xoxr")
 _GITHUB_KINDS: Final = frozenset(map(ord, "pousr"))  # the letter between "gh" and "_"
 _BEARER_HEADS: Final = ("b", "B")
 _BEARER_WORD: Final = re.compile("bearer")  # the regex engine's literal search beats str.find here
@@ -288,76 +280,163 @@ def _positions(text: str, anchor: str) -> list[int]:
     return found
 
 
-def _key_signs(text: str, sign: str) -> list[int]:
-    """Positions of ``sign`` in ``text`` where the key=value rule may match (see :func:`_key_before`)."""
+_REFERENCE_ENDS: Final = frozenset(map(ord, "(.["))  # an identifier then one of these is a reference
+_VALUE_ENDS: Final = frozenset(map(ord, " \t\r\n,;)]}\"'`\\"))  # where a bare value ends
+
+
+def _is_identifier_code(code: int) -> bool:
+    return 48 <= code <= 57 or 65 <= code <= 90 or 97 <= code <= 122 or code in (95, 36)
+
+
+def _reference_after(text: str, start: int, bound: int) -> bool:
+    """Whether what follows a "=" or ":" at ``start`` is surely code, not a literal the rule redacts.
+
+    True only for what :func:`assignment_at` always refuses: nothing, a value opening with "(", "[",
+    "{", "$", "<" or "%", an identifier followed by "(", "." or "[" (a call, attribute or subscript),
+    and an identifier that holds a "_" or is shorter than 6 characters. Anything else is left to it.
+    """
+    position = start
+    if position < bound and text[position] == ">":
+        position += 1  # "=>"
+    while position < bound and text[position] in " \t":
+        position += 1
+    if position >= bound:
+        return True
+    first = ord(text[position])
+    if first in _OPENERS or first in (10, 13):
+        return True
+    if not (65 <= first <= 90 or 97 <= first <= 122 or first == 95):
+        return False
+    end = position
+    underscore = False
+    while end < bound and _is_identifier_code(ord(text[end])):
+        if ord(text[end]) in (95, 36):  # "_" or "$"
+            underscore = True
+        end += 1
+    # "(" or "[" always; "." only before a name ("hunter2." ends a sentence, "os.environ" is a path).
+    if (
+        end < bound
+        and ord(text[end]) in _REFERENCE_ENDS
+        and (text[end] != "." or (end + 1 < bound and _is_identifier_code(ord(text[end + 1]))))
+    ):
+        return True
+    if end < bound and ord(text[end]) not in _VALUE_ENDS:
+        return False
+    return underscore or end - position < 6
+
+
+_OPENERS: Final = frozenset(map(ord, "([{$<%"))
+
+
+def _key_signs(text: str, sign: str, ends: list[int]) -> list[int]:
+    """Positions of ``sign`` in ``text`` where the assignment or credential URL rule matches.
+
+    ``ends`` are the ends of the strings ``text`` joins (see :func:`_flag_strings`): a value is looked for
+    up to the end of its own string, so the answer for a sign is the rule's own (where the name before
+    it reaches into the string before, it may say yes needlessly, never no wrongly).
+    """
     found: list[int] = []
     position = text.find(sign)
     while position >= 0:
         if _key_before(text, position):
-            found.append(position)
+            bound = ends[bisect_right(ends, position)] if ends else len(text)
+            if not _reference_after(text, position + 1, bound) and assignment_at(text, position, bound):
+                found.append(position)
+        elif sign == ":" and text.startswith("//", position + 1):
+            bound = ends[bisect_right(ends, position)] if ends else len(text)
+            if credential_url_at(text, position, bound) is not None:
+                found.append(position)
         position = text.find(sign, position + 1)
     return found
 
 
+def _capital_i(joined: str, position: int) -> bool:
+    """Whether the "I" at ``position`` may be the one of "AKIA", "ASIA" or "AIza"."""
+    return (joined.startswith("AI", position - 1) and joined.startswith("z", position + 1)) or (
+        position >= 2 and (joined.startswith("AKIA", position - 2) or joined.startswith("ASIA", position - 2))
+    )
+
+
 def _anchored_hits(joined: str, redact: bool) -> list[int]:
-    """The hits of both screens for the anchors that are rare in any text: "[", "-" and "K"."""
+    """The hits of both screens for the anchors that are rare in any text: "[", "-", "I" and "J"."""
     brackets = _positions(joined, "[")
     hits = list(compress(brackets, map(_MARKER.match, repeat(joined), brackets)))
     if redact:
         dashes = _positions(joined, "-")
-        credential = map(joined.endswith, repeat("sk"), repeat(0), dashes)
+        credential = map(joined.endswith, repeat(_DASH_HEADS), repeat(0), dashes)
         private_key = map(joined.startswith, repeat("-----BEGIN "), dashes)
         hits.extend(compress(dashes, map(or_, credential, private_key)))
-        capital_ks = _positions(joined, "K")
-        hits.extend(compress(capital_ks, map(joined.endswith, repeat("A"), repeat(0), capital_ks)))
+        capital_is = _positions(joined, "I")
+        hits.extend(compress(capital_is, map(_capital_i, repeat(joined), capital_is)))
+        capital_js = _positions(joined, "J")
+        hits.extend(compress(capital_js, map(joined.endswith, repeat("ey"), repeat(0), capital_js)))
     return hits
 
 
-def _native_hits(joined: str, redact: bool) -> list[int]:
+def _native_hits(joined: str, redact: bool, ends: list[int]) -> list[int]:
     """Positions in ``joined`` around which a rule may match, confirmed in loops (the compiled build)."""
     hits = _anchored_hits(joined, redact)
     if not redact:
         return hits
     for position in _positions(joined, "_"):
-        if (
-            position >= 3
-            and ord(joined[position - 3]) == 103  # "g"
-            and ord(joined[position - 2]) == 104  # "h"
-            and ord(joined[position - 1]) in _GITHUB_KINDS
-        ):
-            hits.append(position)
-    hits.extend(_key_signs(joined, "="))
-    hits.extend(_key_signs(joined, ":"))
+        if position >= 2:
+            before = ord(joined[position - 1]) | 32
+            second = ord(joined[position - 2]) | 32
+            if (
+                (before in (101, 116) and joined.endswith(("k_live", "k_test"), 0, position))  # sk_live_
+                or (before == 102 and second == 104)  # "hf"
+                or (before == 109 and second == 112)  # "pm" of "npm"
+                or (before == 98 and second == 117)  # "ub" of "github"
+                or (position >= 3 and second == 104 and ord(joined[position - 3]) == 103)  # "gh?"
+            ):
+                hits.append(position)
+    hits.extend(_key_signs(joined, "=", ends))
+    hits.extend(_key_signs(joined, ":", ends))
     last = len(joined) - len("bearer")
     for head in _BEARER_HEADS:
         position = joined.find(head)
         while 0 <= position <= last:
-            if (  # "earer", by code (see _KEY_WORD_BY_LAST)
+            if (  # "earer", by code (see _KEY_WORDS_BY_LAST)
                 ord(joined[position + 1]) | 32 == 101
                 and ord(joined[position + 2]) | 32 == 97
                 and ord(joined[position + 3]) | 32 == 114
                 and ord(joined[position + 4]) | 32 == 101
                 and ord(joined[position + 5]) | 32 == 114
+                and bearer_at(joined, position, ends[bisect_right(ends, position)])
             ):
                 hits.append(position)
             position = joined.find(head, position + 1)
     return hits
 
 
-def _bulk_hits(joined: str, redact: bool) -> list[int]:
+def _bulk_hits(joined: str, redact: bool, ends: list[int]) -> list[int]:
     """Positions in ``joined`` around which a rule may match, confirmed by C-level maps (interpreted)."""
     hits = _anchored_hits(joined, redact)
     if not redact:
         return hits
     underscores = _positions(joined, "_")
-    hits.extend(compress(underscores, map(joined.endswith, repeat(_GITHUB_HEADS), repeat(0), underscores)))
-    hits.extend(_key_signs(joined, "="))
-    hits.extend(_key_signs(joined, ":"))
+    hits.extend(
+        compress(underscores, map(joined.endswith, repeat(_UNDERSCORE_HEADS), repeat(0), underscores))
+    )
+    hits.extend(_key_signs(joined, "=", ends))
+    hits.extend(_key_signs(joined, ":", ends))
     lowered = joined.lower()
     if len(lowered) != len(joined):  # a character whose lower case is longer ("İ"): keep positions
         lowered = joined.encode("ascii", "replace").lower().decode("ascii")
-    hits.extend(match.start() for match in _BEARER_WORD.finditer(lowered))
+    for match in _BEARER_WORD.finditer(lowered):
+        position = match.start()
+        if bearer_at(joined, position, ends[bisect_right(ends, position)]):
+            hits.append(position)
     return hits
+
+
+def _hidden_or_wrapped(text: str) -> bool:
+    """Whether ``text`` may hide a secret from the anchors: normalisable characters, base64, escapes."""
+    if not text.isascii() and _HIDDEN.search(text) is not None:
+        return True
+    if len(text) >= _BASE64_MIN and text.find(" ") < 0 and _BASE64_WHOLE.fullmatch(text.strip()) is not None:
+        return True
+    return is_json_text(text)
 
 
 def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
@@ -368,9 +447,6 @@ def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
     lies wholly inside its string.
     """
     joined = "".join(texts)
-    hits = _native_hits(joined, redact) if native else _bulk_hits(joined, redact)
-    if not hits:
-        return set()
     if native:
         ends: list[int] = []  # string i spans ends[i - 1]:ends[i]
         total = 0
@@ -379,7 +455,15 @@ def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
             ends.append(total)
     else:
         ends = list(accumulate(map(len, texts)))
-    return set(map(bisect_right, repeat(ends), hits))
+    hits = _native_hits(joined, redact, ends) if native else _bulk_hits(joined, redact, ends)
+    wrapped: set[int] = set()
+    if redact:
+        for index, text in enumerate(texts):
+            if _hidden_or_wrapped(text):
+                wrapped.add(index)
+    if not hits:
+        return wrapped
+    return set(map(bisect_right, repeat(ends), hits)) | wrapped
 
 
 def _is_compiled() -> bool:
@@ -417,6 +501,57 @@ def _drop_from(copy: dict[Any, Any], source: dict[Any, Any], first: Any) -> None
             del copy[key]
 
 
+def _local_only_inner(text: Any) -> str | None:
+    """The text inside a whole local-only span, or None when ``text`` is not one."""
+    if type(text) is not str or not (text.startswith(_LOCAL_ONLY_OPEN) and text.endswith(_LOCAL_ONLY_CLOSE)):
+        return None
+    inner: str = text[len(_LOCAL_ONLY_OPEN) : len(text) - len(_LOCAL_ONLY_CLOSE)]
+    return None if "[" in inner and _MARKER.search(inner) else inner
+
+
+def _local_only_arguments_text(text: str) -> str | None:
+    """For a local destination: the arguments text inside a JSON-encoded local-only wrapper, else None."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    if type(parsed) is not dict or len(parsed) != 1:
+        return None
+    return _local_only_inner(parsed.get(LOCAL_ONLY_KEY))
+
+
+def _local_only_arguments(source: dict[Any, Any]) -> Any:
+    """For a local destination: the arguments object a local-only wrapper dict carries, else None."""
+    inner = _local_only_inner(source.get(LOCAL_ONLY_KEY))
+    if inner is None:
+        return None
+    try:
+        parsed = json.loads(inner)
+    except ValueError:
+        return {RAW_ARGUMENTS_KEY: inner}
+    return parsed if type(parsed) is dict and RAW_ARGUMENTS_KEY not in parsed else {RAW_ARGUMENTS_KEY: inner}
+
+
+class _Dropped:
+    """The marker a signed block leaves in its list when it may not be sent as it is."""
+
+    __slots__ = ()
+
+
+_DROPPED: Final = _Dropped()
+# Blocks a provider signs (Anthropic thinking and redacted thinking): editing one voids its signature, so
+# one that sanitizing would change is dropped whole instead.
+_SIGNED_TYPES: Final = frozenset(("thinking", "redacted_thinking"))
+
+
+def _is_signed(source: dict[Any, Any]) -> bool:
+    signature = source.get("signature")
+    kind = source.get("type")
+    return (
+        isinstance(signature, str) and bool(signature) and (kind in _SIGNED_TYPES or "thinking" in source)
+    ) or (kind == "redacted_thinking" and "data" in source)
+
+
 class _Walk:
     """One sanitizing pass over a payload: new containers, the caller's strings where unchanged.
 
@@ -425,11 +560,13 @@ class _Walk:
     few the screen flags run the full rules and are replaced in the new containers.
     """
 
-    def __init__(self, allowed: frozenset[int] | None, redact: bool, local: bool) -> None:
+    def __init__(self, allowed: frozenset[int] | None, redact: bool, local: bool, signed: bool) -> None:
         self.allowed = allowed
         self.redact = redact
         self.local = local
+        self.signed = signed  # whether this walk is inside a signed block (see signed_block)
         self.counts = _Counts()
+        self.dropping: list[list[Any]] = []  # lists holding a dropped signed block
         self.texts: list[str] = []
         self.owners: list[Any] = []
         self.slots: list[Any] = []
@@ -437,6 +574,8 @@ class _Walk:
         self.kinds: dict[str, Any] = dict(_KEY_KIND)  # values: True, False or _CLEAN_KEY
         # Payloads repeat the same few keys thousands of times: each distinct key is sanitized once.
         self.key_cache: dict[str, tuple[str, int, int]] = {}
+        # Whether a key names a secret (its string value is then judged as a secret's literal).
+        self.secret_names: dict[str, bool] = {}
 
     def text(self, text: str) -> str:
         return _sanitize(text, self.allowed, self.redact, self.counts)
@@ -464,9 +603,68 @@ class _Walk:
             self.kinds[key] = _CLEAN_KEY
         return sanitized
 
-    def walk_dict(self, source: dict[Any, Any], in_content: bool, depth: int) -> dict[Any, Any]:
+    def content_value(self, result: dict[Any, Any], key: Any, item: str) -> str:
+        """A content string of a dict: judged now under a secret's name, else remembered for the screen."""
+        if self.secret_value(key, item):
+            counts = self.counts
+            counts.redactions += 1
+            counts.changed = True
+            return _SECRET_PLACEHOLDER
+        if self.local and item.startswith(_LOCAL_ONLY_JSON_HEAD):
+            value = self.local_only_text(item)
+            if value is not item:
+                return value
+        self.texts.append(item)
+        self.owners.append(result)
+        self.slots.append(key)
+        return item
+
+    def structural_text(self, text: str) -> str:
+        """A structural value (a name, a type) with markers: an identifier when any of it is blocked."""
+        blocked = self.counts.blocked
+        result = self.text(text)
+        return _STRUCTURAL_PLACEHOLDER if self.counts.blocked > blocked else result
+
+    def local_only_text(self, text: str) -> str:
+        """For a local destination: a local-only call's JSON arguments text, back as it was."""
+        inner = _local_only_arguments_text(text)
+        if inner is None:
+            return text
+        self.counts.changed = True
+        return inner
+
+    def signed_block(self, source: dict[Any, Any], in_content: bool, depth: int) -> Any:
+        """``source`` as it is when sanitizing would not change it, else the dropped marker."""
+        inner = _Walk(self.allowed, self.redact, self.local, True)
+        copy = inner.walk_dict(source, in_content, depth)
+        inner.finish()
+        if not inner.counts.changed:
+            return copy
+        counts = self.counts
+        counts.blocked += 1
+        counts.changed = True
+        return _DROPPED
+
+    def secret_value(self, key: Any, text: str) -> bool:
+        """Whether ``text``, the value of object key ``key``, is a secret's literal to redact."""
+        if not self.redact or type(key) is not str:
+            return False
+        named = self.secret_names.get(key)
+        if named is None:
+            named = is_secret_name(key)
+            self.secret_names[key] = named
+        return named and looks_like_secret_literal(text)
+
+    def walk_dict(self, source: dict[Any, Any], in_content: bool, depth: int) -> Any:
         if depth >= PRIVACY_MAX_DEPTH:
             raise PrivacyEnforcementError("privacy-payload-too-deep", "payload nesting exceeds the limit")
+        if not self.signed and ("signature" in source or "data" in source) and _is_signed(source):
+            return self.signed_block(source, in_content, depth)
+        if self.local and LOCAL_ONLY_KEY in source and len(source) == 1:
+            arguments = _local_only_arguments(source)
+            if arguments is not None:  # a local-only call's arguments, back as they were
+                self.counts.changed = True
+                return self.walk_dict(arguments, in_content, depth)
         # A copy, whose values are replaced where they change: most values stay as they are (content
         # strings are screened later, in a batch), so that costs far fewer stores than building it anew.
         result = source.copy()
@@ -493,17 +691,23 @@ class _Walk:
             value = item
             if kind is str:
                 if child:
-                    self.texts.append(item)
-                    self.owners.append(result)
-                    self.slots.append(key)
+                    value = self.content_value(result, key, item)
                 elif "[" in item and _MARKER.search(item):
-                    value = self.text(item)
+                    value = self.structural_text(item) if key in _NAME_KEYS else self.text(item)
             elif kind is dict:
                 value = self.walk_dict(item, child, depth + 1)
+                if value is _DROPPED:
+                    raise PrivacyEnforcementError(
+                        "privacy-signed-block", "a signed block that privacy would change is not in a list"
+                    )
             elif kind is list:
                 value = self.walk_list(item, child, depth + 1)
             elif not (item is None or kind is int or kind is float or kind is bool):
                 value = self.walk(item, child, depth + 1)
+                if value is _DROPPED:
+                    raise PrivacyEnforcementError(
+                        "privacy-signed-block", "a signed block that privacy would change is not in a list"
+                    )
             if renamed or value is not item:
                 result[key] = value
         return result
@@ -522,17 +726,25 @@ class _Walk:
                 elif "[" in item and _MARKER.search(item):
                     items[index] = self.text(item)
             elif kind is dict:
-                items[index] = self.walk_dict(item, in_content, depth + 1)
+                value = self.walk_dict(item, in_content, depth + 1)
+                if value is _DROPPED and (not self.dropping or self.dropping[-1] is not items):
+                    self.dropping.append(items)
+                items[index] = value
             elif kind is list:
                 items[index] = self.walk_list(item, in_content, depth + 1)
             elif not (item is None or kind is int or kind is float or kind is bool):
-                items[index] = self.walk(item, in_content, depth + 1)
+                value = self.walk(item, in_content, depth + 1)
+                if value is _DROPPED and (not self.dropping or self.dropping[-1] is not items):
+                    self.dropping.append(items)
+                items[index] = value
         return items
 
     def walk(self, value: Any, in_content: bool, depth: int) -> Any:
         kind = type(value)
         if kind is str:
-            if in_content or ("[" in value and _MARKER.search(value)):
+            if in_content:
+                return self.text(value)
+            if "[" in value and _MARKER.search(value):
                 return self.text(value)
             return value
         if value is None or kind is int or kind is float or kind is bool:
@@ -571,6 +783,8 @@ class _Walk:
             slots = self.slots
             for index in _flag_strings(texts, self.redact, _NATIVE_SCREEN):
                 owners[index][slots[index]] = self.text(texts[index])
+        for items in self.dropping:
+            items[:] = [item for item in items if item is not _DROPPED]
 
 
 def sanitize_payload(
@@ -581,8 +795,10 @@ def sanitize_payload(
     ``allowed`` holds the ranks that may be sent (None: every rank), ``redact`` whether secrets are
     redacted, ``local`` whether binary content may pass.
     """
-    walk = _Walk(allowed, redact, local)
+    walk = _Walk(allowed, redact, local, False)
     sanitized = walk.walk(payload, False, 0)
+    if sanitized is _DROPPED:
+        raise PrivacyEnforcementError("privacy-signed-block", "the payload is a signed block that changes")
     walk.finish()
     counts = walk.counts
     return sanitized, counts.changed, counts.blocked, counts.redactions

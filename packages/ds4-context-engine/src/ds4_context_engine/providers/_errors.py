@@ -22,7 +22,9 @@ __all__ = [
     "escape_echo",
 ]
 
-ECHO_MAX_BYTES: Final = 96
+# Shorter than the shortest key any privacy rule knows by its shape (an OpenAI key is "sk-" and 16 more,
+# an AWS key id 20 characters): an echoed value can show where a typo is, never a whole pasted key.
+ECHO_MAX_BYTES: Final = 16
 PROVIDER_CONFIGURATION_ERROR_CODES: Final = (
     "provider-invalid-base-url",
     "provider-invalid-id",

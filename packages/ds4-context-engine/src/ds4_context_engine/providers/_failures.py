@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import email.utils
 import math
-import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -15,11 +14,11 @@ import msgspec
 from ds4_context_core.adapter import CompletionFailure, FailureKind
 
 from ._bounded import UndecodableBodyError, read_bounded
+from ._safe_codes import ERROR_TYPE_PATTERN
 
-__all__ = ["parse_retry_after_ms", "status_failure"]
+__all__ = ["ERROR_TYPE_PATTERN", "parse_retry_after_ms", "status_failure"]
 
 _ERROR_BODY_MAX_BYTES: Final = 65536
-_ERROR_TYPE_PATTERN: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], *, now: float | None = None) -> int | None:
@@ -61,7 +60,7 @@ def _error_type(body: bytes | bytearray) -> str | None:
     elif isinstance(error, str):
         candidates.append(error)
     for candidate in candidates:
-        if isinstance(candidate, str) and _ERROR_TYPE_PATTERN.fullmatch(candidate):
+        if isinstance(candidate, str) and ERROR_TYPE_PATTERN.fullmatch(candidate):
             return candidate
     return None
 

@@ -124,7 +124,8 @@ def _safe_origin(url: str) -> str | None:
 def _url_error(code: str, reason: str, url: str) -> LocalProviderError:
     # Never the whole URL: its userinfo, path, query or fragment may carry a secret.
     origin = _safe_origin(url)
-    where = f"base URL {escape_echo(origin)}" if origin is not None else "base URL"
+    # The origin holds no userinfo, path or query: it may be shown at the length a host needs.
+    where = f"base URL {escape_echo(origin, 96)}" if origin is not None else "base URL"
     return LocalProviderError(code, f"{where}: {reason}")
 
 

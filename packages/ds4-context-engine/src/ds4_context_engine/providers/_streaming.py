@@ -7,15 +7,15 @@ non-streaming answer shape, which the transport's ordinary ``parse_response`` re
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from typing import Any, Final, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import msgspec
 
 from ds4_context_core.adapter import CompletionFailure, CompletionUsage, FailureKind
 from ds4_context_engine._exceptions import StreamCallbackError, StreamFailureError
 
+from ._safe_codes import ERROR_TYPE_PATTERN
 from ._sse import SseEvent
 
 __all__ = [
@@ -54,8 +54,6 @@ class UsageReport(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", t
     usage: CompletionUsage
 
 
-_ERROR_TYPE: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-
 StreamEvent: TypeAlias = TextDelta | ToolCallDelta | UsageReport
 StreamCallback: TypeAlias = Callable[[StreamEvent], None]
 
@@ -79,7 +77,7 @@ class StreamAssembler(Protocol):
 
 def stream_error(error_type: object, *, transient: bool = True) -> StreamFailureError:
     """A failure for an error event, naming only a short error type."""
-    name = error_type if isinstance(error_type, str) and _ERROR_TYPE.fullmatch(error_type) else "error"
+    name = error_type if isinstance(error_type, str) and ERROR_TYPE_PATTERN.fullmatch(error_type) else "error"
     kind: FailureKind = "server-error" if transient else "invalid-response"
     return StreamFailureError(CompletionFailure(kind=kind, reason=f"the stream reported an error ({name})"))
 

@@ -77,6 +77,7 @@ CONFORMANCE_FAILURE_DETAILS: Final = (
     "closed-history-readable",
     "closed-transport-called",
     "contract-version-mismatch",
+    "diagnostics-contain-payload",
     "diagnostics-contain-probe",
     "exception",
     "history-identity-mismatch",
@@ -243,6 +244,32 @@ def _plain_request(fixture: ConformanceFixture) -> CompletionRequest:
     )
 
 
+# Diagnostics are metadata only: no run of this many characters of any payload string may appear in them.
+_PAYLOAD_WINDOW: Final = 16
+
+
+def _payload_strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in _payload_strings(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in _payload_strings(item)]
+    return []
+
+
+def _holds_payload(adapter: RuntimeAdapter, payload: Any) -> bool:
+    """Whether the adapter's diagnostics show any part of ``payload``: any window of any of its strings."""
+    shown = _describe(tuple(adapter.diagnostics()))
+    size = _PAYLOAD_WINDOW
+    for text in _payload_strings(payload):
+        if len(text) < size:
+            continue
+        if any(text[start : start + size] in shown for start in range(len(text) - size + 1)):
+            return True
+    return False
+
+
 def _diagnostic_codes(adapter: RuntimeAdapter) -> set[str]:
     return {str(getattr(diagnostic, "code", "")) for diagnostic in adapter.diagnostics()}
 
@@ -385,6 +412,7 @@ async def _check_privacy(
     )
     _require("privacy-enforcement-failed" in _diagnostic_codes(adapter), "privacy-failure-not-reported")
     _require(not probes.found_in(tuple(adapter.diagnostics())), "diagnostics-contain-probe")
+    _require(not _holds_payload(adapter, payload), "diagnostics-contain-payload")
 
 
 async def _check_fallback(

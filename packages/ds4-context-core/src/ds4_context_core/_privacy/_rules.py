@@ -1,0 +1,450 @@
+"""The secret rules: which text is a secret, by format, and what replaces it.
+
+Each format has a documented shape (``docs/core/privacy.md`` lists them): a fixed prefix and alphabet for
+the issued tokens (OpenAI, Anthropic, Stripe, GitHub, GitLab, Google, Slack, Hugging Face, npm, AWS key
+ids), a structure for the others (JWTs, PEM and PGP private key blocks, credential URLs, bearer tokens),
+and for secrets that have no shape of their own (passwords, AWS secret access keys, client secrets) the
+name they are assigned to *and* a value that is a literal which looks like a secret. Code that only names
+a secret (``apiKey = await getApiKey()``, ``secret: str``, ``os.environ["TOKEN"]``) is never changed: the
+model has to read the code it edits.
+
+Text is normalised before it is matched: zero-width characters are dropped and fullwidth forms read as
+their ASCII letters, so a key written in fullwidth letters or with a zero-width space is still a key. A
+string that holds a secret only in that normalised form comes back normalised, secret replaced. A
+string that is base64 as a whole and decodes to text, and a JSON string whose escapes (``\\u0073k-…``)
+hide a secret, are looked inside.
+
+Every rule runs only when the text holds what each of its matches needs (a cheap substring test), and no
+replacement can create what another rule looks for: placeholders hold none of the prefixes, no ``=`` or
+``:`` and no ``://``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from typing import Any, Final
+
+CREDENTIAL_PLACEHOLDER: Final = "[DS4 REDACTED CREDENTIAL]"
+PRIVATE_KEY_PLACEHOLDER: Final = "[DS4 REDACTED PRIVATE KEY]"
+TOKEN_PLACEHOLDER: Final = "[DS4 REDACTED TOKEN]"  # noqa: S105 (a placeholder, not a secret)
+SECRET_PLACEHOLDER: Final = "[DS4 REDACTED SECRET]"  # noqa: S105 (a placeholder, not a secret)
+_PLACEHOLDER_HEAD: Final = "[DS4 "
+
+# Private key blocks: PEM (``RSA``, ``EC``, ``OPENSSH``, ``ENCRYPTED``, plain ``PRIVATE KEY``) and PGP's
+# ``PRIVATE KEY BLOCK``. A block cut off before its END line is redacted to the end of the text.
+_PRIVATE_KEY: Final = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
+    r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+    re.DOTALL,
+)
+# Issued tokens, each by prefix and alphabet; none may follow a letter or digit (so ``task-…`` or
+# ``mask_live_…`` is not one). Each family runs only when the text holds its literal prefix; the look
+# behind sits after the first character so the regex engine can skip ahead to it.
+_TOKEN_FAMILIES: Final = (
+    # Anthropic (sk-ant-api03-...) and OpenAI (sk-proj-..., sk-svcacct-..., legacy sk-...)
+    (("sk-",), r"s(?<![A-Za-z0-9]s)k-(?:ant-[A-Za-z0-9_-]{8,}|[A-Za-z0-9_-]{16,})"),
+    (("sk_live_", "sk_test_"), r"s(?<![A-Za-z0-9]s)k_(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe secret
+    (("rk_live_", "rk_test_"), r"r(?<![A-Za-z0-9]r)k_(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe restricted
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"g(?<![A-Za-z0-9]g)h[pousr]_[A-Za-z0-9]{20,}"),  # GitHub
+    (("github_pat_",), r"g(?<![A-Za-z0-9]g)ithub_pat_[A-Za-z0-9_]{22,}"),  # GitHub fine-grained
+    (("glpat-",), r"g(?<![A-Za-z0-9]g)lpat-[A-Za-z0-9_-]{20,}"),  # GitLab
+    (("AKIA", "ASIA"), r"A(?<![A-Za-z0-9]A)(?:KIA|SIA)[0-9A-Z]{16}(?![0-9A-Z])"),  # AWS access key id
+    (("AIza",), r"A(?<![A-Za-z0-9]A)Iza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"),  # Google API key
+    (("xox",), r"x(?<![A-Za-z0-9]x)ox[abposr]-[0-9A-Za-z-]{10,}"),  # Slack
+    (("hf_",), r"h(?<![A-Za-z0-9]h)f_[A-Za-z0-9]{30,}"),  # Hugging Face
+    (("npm_",), r"n(?<![A-Za-z0-9]n)pm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),  # npm
+    (("eyJ",), r"e(?<![A-Za-z0-9]e)yJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),  # JWT
+)
+_TOKENS: Final = tuple((gates, re.compile(pattern)) for gates, pattern in _TOKEN_FAMILIES)
+# scheme://user:password@ - only the password is replaced. Found from each "://".
+_URL_AUTH: Final = re.compile(r"[^\s:/?#@\"'<>\[\]{}\\]{1,256}:([^\s/?#@\"'<>\\]{1,256})@")
+_BEARER: Final = re.compile(
+    r"(bearer)([ \t]+)(?!\[DS4 )([A-Za-z0-9._~+/=-]{8,})(?![A-Za-z0-9._~+/=-])", re.IGNORECASE | re.ASCII
+)
+_AUTHORIZATION: Final = re.compile(r"authorization[\"']?\s*[:=]\s*[\"']?\s*$", re.IGNORECASE | re.ASCII)
+# name = value, name: value, name => value, "name": "value". Found from each "=" or ":": the name before
+# it ends in a secret's word, the value after it is a quoted literal or one bare word, judged by what it
+# looks like.
+_SECRET_WORDS: Final = (
+    r"api[_-]?key|secret[_-]?key|access[_-]?key|private[_-]?key|auth[_-]?key"  # noqa: S105 (names, not one)
+    r"|secret|token|password|passwd|pwd|credentials?"
+)
+# The same words spelt out, lower case, for an ``endswith`` test.
+_NAME_ENDINGS: Final = (
+    *(
+        f"{owner}{joint}key"
+        for owner in ("api", "secret", "access", "private", "auth")
+        for joint in ("", "_", "-")
+    ),
+    *("secret", "token", "password", "passwd", "pwd", "credential", "credentials"),
+)
+_NAME_REACH: Final = 12  # the longest of them
+# A value: a literal in quotes, in JSON-escaped quotes (``\"...\"``, inside a JSON string), or a bare word.
+_VALUE: Final = re.compile(
+    r"[ \t]*(\\\"(?:[^\"\\\n]|\\[^\"])*\\\"|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|`[^`\n]*`"
+    r"|[^\s\"'`,;}\])\\]+)"
+)
+_NOT_ASSIGNING_BEFORE: Final = frozenset("=!<>:+-*/%&|^~")
+_WORD_LAST_LETTERS: Final = frozenset("yntdslYNTDSL")
+_GAP_CHARACTERS: Final = frozenset(" \t\"'`")  # what may stand between a name and its sign
+_SECRET_NAME: Final = re.compile(r"(?:^|[^A-Za-z])(?:" + _SECRET_WORDS + r")$", re.IGNORECASE | re.ASCII)
+_CAMEL_SECRET_NAME: Final = re.compile(
+    r"[a-z0-9](?:ApiKey|SecretKey|AccessKey|PrivateKey|AuthKey|Secret|Token|Password|Credentials?)$"
+)
+_KEY_WORDS: Final = ("key", "token", "secret", "password", "passwd", "pwd", "credential")
+
+# Values that stand for a secret without being one.
+_PLACEHOLDER_HINTS: Final = (
+    *("$", "{", "}", "<", ">"),
+    *("xxxx", "XXXX", "***", "...", "your", "YOUR", "Your"),
+)
+_PLACEHOLDER_HINT: Final = re.compile("|".join(map(re.escape, _PLACEHOLDER_HINTS)))
+_IDENTIFIER_PATH: Final = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)*[(\[]?", re.ASCII)
+_ENV_NAME: Final = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+
+# Zero-width characters (dropped) and the fullwidth ASCII block (read as ASCII).
+_HIDDEN: Final = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff\uff01-\uff5e]")
+_ZERO_WIDTH: Final = dict.fromkeys(
+    [0x00AD, 0x180E, *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2060, 0x2065), 0xFEFF]
+)
+_FULLWIDTH: Final = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
+_NORMALISE: Final = {**_ZERO_WIDTH, **_FULLWIDTH}
+
+_DIGIT: Final = re.compile(r"[0-9]")
+_AWS_SECRET: Final = re.compile(r"[A-Za-z0-9+/]{40}")
+_OTHER: Final = re.compile(r"[^A-Za-z0-9]")
+_SPACE: Final = re.compile(r"\s")
+_BASE64_WHOLE: Final = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}", re.ASCII)
+_BASE64_MIN: Final = 20
+_JSON_BASE64_VALUE: Final = re.compile(r'"[A-Za-z0-9+/_-]{20,}={0,2}"')
+_JSON_DEPTH: Final = 32
+_JSON_MAX_CHARS: Final = 4_000_000  # a larger JSON text is matched as text only
+
+
+def _classes(value: str) -> int:
+    """How many of lower case, upper case, digits and other characters ``value`` holds."""
+    return (
+        (value != value.upper())
+        + (value != value.lower())
+        + (_DIGIT.search(value) is not None)
+        + (_OTHER.search(value) is not None)
+    )
+
+
+def _placeholder(value: str) -> bool:
+    if value.startswith((_PLACEHOLDER_HEAD, "%")):  # %s, %(name)s, %VAR%
+        return True
+    return _PLACEHOLDER_HINT.search(value) is not None
+
+
+def looks_like_secret_literal(value: str) -> bool:
+    """Whether a string literal assigned to a secret's name holds one (and is not a name for it).
+
+    Not empty, no placeholder (``${…}``, ``<…>``, ``****``, ``your-key``), no whitespace (a prompt or a
+    sentence), not an environment variable's name, URL, path or a name without digits (``api_key``,
+    ``settings.SECRET``), at least 6 characters, and either 8 digits or more, or two
+    kinds of character (letters of both cases, digits, symbols) or 20 characters or more.
+    """
+    if len(value) < 6 or len(value) > 4096 or _placeholder(value):
+        return False
+    if _SPACE.search(value) is not None:
+        return False
+    if _AWS_SECRET.fullmatch(value) is not None and _classes(value) >= 2:
+        return True  # an AWS secret access key's shape, even where it starts like a path
+    if _ENV_NAME.fullmatch(value) or "://" in value or value.startswith(("/", "./", "../", "~/")):
+        return False
+    if _IDENTIFIER_PATH.fullmatch(value) is not None and _DIGIT.search(value) is None:
+        return False  # a name (api_key, getToken, settings.SECRET), not its value
+    return len(value) >= 20 or _classes(value) >= 2 or (value.isdigit() and len(value) >= 8)
+
+
+def _looks_like_bare_secret(value: str) -> bool:
+    """Whether an unquoted value (``PASSWORD=…`` in a shell, ``password: …`` in YAML) holds a secret.
+
+    Code never does: an identifier, attribute path, call, subscript, type or keyword is a reference. A
+    single word of letters and digits with no ``_`` (``hunter2``) is taken for a literal, as in a shell.
+    """
+    if len(value) < 6 or _placeholder(value):
+        return False
+    if _AWS_SECRET.fullmatch(value) is not None and _classes(value) >= 2:
+        return True  # an AWS secret access key's shape, even where it starts like a path
+    path = _IDENTIFIER_PATH.fullmatch(value)
+    if path is not None:
+        if "_" in value or not value.isalnum():
+            return False
+        # hunter2, or a long run of one case (a hex or base32 token); camelCase without digits is a name.
+        return (_classes(value) >= 2 and not value.isalpha()) or (
+            len(value) >= 20 and (value.islower() or value.isupper())
+        )
+    if "://" in value or value.startswith(("/", "./", "../", "~/", "-")) or "(" in value or "[" in value:
+        return False
+    return len(value) >= 20 or (len(value) >= 8 and _classes("".join(filter(str.isalnum, value))) >= 2)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an object key or assigned name is a secret's (``password``, ``api_key``, ``clientSecret``)."""
+    return _SECRET_NAME.search(name) is not None or _CAMEL_SECRET_NAME.search(name) is not None
+
+
+def _assigned_value(value: str) -> str | None:
+    """What replaces an assigned ``value`` (quotes kept), or None when it is no secret's literal."""
+    if value.startswith('\\"'):
+        if len(value) < 4 or not looks_like_secret_literal(value[2:-2]):
+            return None
+        return '\\"' + SECRET_PLACEHOLDER + '\\"'
+    if value[0] in "\"'`":
+        if len(value) < 2 or not looks_like_secret_literal(value[1:-1]):
+            return None
+        return value[0] + SECRET_PLACEHOLDER + value[-1]
+    return SECRET_PLACEHOLDER if _looks_like_bare_secret(value.rstrip(".")) else None
+
+
+def assignment_at(text: str, here: int, endpos: int) -> tuple[int, int, str] | None:
+    """The secret value assigned by the "=" or ":" at ``here``, as ``(start, end, replacement)``, or None.
+
+    The value is looked for up to ``endpos`` only (the end of the string it is in).
+    """
+    end = here
+    while end and text[end - 1] in " \t":
+        end -= 1
+    if end and text[end - 1] in "\"'`":
+        end -= 1
+        if end and text[end - 1] == "\\":
+            end -= 1
+    # Every secret word ends in one of these letters: most signs are ruled out by one look.
+    if not end or text[end - 1] not in _WORD_LAST_LETTERS:
+        return None
+    after = here + 1
+    if here and text[here - 1] in _NOT_ASSIGNING_BEFORE:
+        return None
+    if text[here] == "=":
+        if text.startswith(">", after):
+            after += 1
+        elif text.startswith(("=", "~"), after):
+            return None
+    elif text.startswith((":", "="), after):
+        return None
+    if not text[max(0, end - _NAME_REACH) : end].lower().endswith(_NAME_ENDINGS):
+        return None
+    value = _VALUE.match(text, after, endpos)
+    if value is None:
+        return None
+    replacement = _assigned_value(value.group(1))
+    return None if replacement is None else (value.start(1), value.end(1), replacement)
+
+
+def _assignments(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, replacement)`` of every secret value assigned to a secret's name in ``text``."""
+    spans: list[tuple[int, int, str]] = []
+    size = len(text)
+    for sign in "=:":
+        position = text.find(sign)
+        while position >= 0:
+            # The common case, a sign right after a character no secret word ends with, costs one look.
+            before = text[position - 1] if position else ""
+            if before in _WORD_LAST_LETTERS or before in _GAP_CHARACTERS:
+                span = assignment_at(text, position, size)
+                if span is not None:
+                    spans.append(span)
+            position = text.find(sign, position + 1)
+    return spans
+
+
+def credential_url_at(text: str, position: int, endpos: int) -> tuple[int, int, str] | None:
+    """The password of a ``scheme://user:password@`` whose "://" is at ``position``, up to ``endpos``."""
+    found = _URL_AUTH.match(text, position + 3, endpos)
+    if found is None or not position or not text[position - 1].isalnum():
+        return None
+    password = found.group(1)
+    if _placeholder(password) or password.startswith(":"):
+        return None
+    return found.start(1), found.end(1), CREDENTIAL_PLACEHOLDER
+
+
+def _credential_urls(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, replacement)`` of the password of every ``scheme://user:password@`` in ``text``."""
+    spans: list[tuple[int, int, str]] = []
+    position = text.find("://")
+    size = len(text)
+    while position >= 0:
+        span = credential_url_at(text, position, size)
+        if span is not None:
+            spans.append(span)
+        position = text.find("://", position + 3)
+    return spans
+
+
+def bearer_at(text: str, position: int, endpos: int) -> bool:
+    """Whether the bearer rule replaces a token after the word "bearer" at ``position``, up to ``endpos``."""
+    found = _BEARER.match(text, position, endpos)
+    return found is not None and _bearer(found) != found.group(0)
+
+
+def _splice(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, int]:
+    """``text`` with each span replaced; a span inside one before it is left out."""
+    if not spans:
+        return text, 0
+    spans.sort()
+    parts: list[str] = []
+    position = count = 0
+    for start, end, replacement in spans:
+        if start < position:
+            continue
+        parts.append(text[position:start])
+        parts.append(replacement)
+        position = end
+        count += 1
+    parts.append(text[position:])
+    return "".join(parts), count
+
+
+def _bearer(match: re.Match[str]) -> str:
+    token = match.group(3)
+    before = match.string[max(0, match.start() - 40) : match.start()]
+    if _placeholder(token) or not (_classes(token) >= 2 or _AUTHORIZATION.search(before)):
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}{TOKEN_PLACEHOLDER}"
+
+
+def _token(match: re.Match[str]) -> str:
+    body = match.group(0)
+    return match.group(0) if _placeholder(body) else CREDENTIAL_PLACEHOLDER
+
+
+def has_key_word(lowered: str) -> bool:
+    """Whether lower-cased text holds a word the assignment rule's names end with."""
+    return any(word in lowered for word in _KEY_WORDS)
+
+
+def _changed(pattern: re.Pattern[str], replace: Any, text: str) -> tuple[str, int]:
+    """``pattern.sub`` with ``replace``, counting only the matches it changed."""
+    count = 0
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal count
+        result: str = replace(match)
+        if result != match.group(0):
+            count += 1
+        return result
+
+    return pattern.sub(one, text), count
+
+
+def _plain_rules(text: str, gated: bool) -> tuple[str, int]:
+    """Every rule on ``text`` as given; ``gated=False`` runs each without its substring test (for tests)."""
+    total = 0
+    if not gated or "-----BEGIN " in text:
+        text, found = _PRIVATE_KEY.subn(PRIVATE_KEY_PLACEHOLDER, text)
+        total += found
+    if not gated or "://" in text:
+        text, found = _splice(text, _credential_urls(text))
+        total += found
+    for gates, pattern in _TOKENS:
+        if not gated or any(gate in text for gate in gates):
+            text, found = _changed(pattern, _token, text)
+            total += found
+    if not gated or "bearer" in text.lower():
+        text, found = _changed(_BEARER, _bearer, text)
+        total += found
+    if not gated or (("=" in text or ":" in text) and has_key_word(text.lower())):
+        text, found = _splice(text, _assignments(text))
+        total += found
+    return text, total
+
+
+def _decoded_base64(text: str) -> str | None:
+    """The text a whole-string base64 value decodes to, or None when it is not one or not text."""
+    padded = text + "=" * (-len(text) % 4)
+    try:
+        altchars = b"-_" if ("-" in text or "_" in text) else None
+        raw = base64.b64decode(padded, altchars=altchars, validate=True)
+        decoded = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    printable = sum(1 for char in decoded if char.isprintable() or char in "\n\r\t")
+    return decoded if decoded and printable * 10 >= len(decoded) * 9 else None
+
+
+def _json_strings(value: Any, depth: int) -> tuple[Any, int]:
+    """A decoded JSON value with every string (and every secret-named key's value) redacted."""
+    if depth > _JSON_DEPTH:
+        return value, 0
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, list):
+        total = 0
+        items = []
+        for item in value:
+            new, found = _json_strings(item, depth + 1)
+            items.append(new)
+            total += found
+        return items, total
+    if isinstance(value, dict):
+        total = 0
+        result = {}
+        for key, item in value.items():
+            new_key, found = redact_text(key)
+            total += found
+            if isinstance(item, str) and is_secret_name(key) and looks_like_secret_literal(item):
+                result[new_key] = SECRET_PLACEHOLDER
+                total += 1
+                continue
+            new, found = _json_strings(item, depth + 1)
+            result[new_key] = new
+            total += found
+        return result, total
+    return value, 0
+
+
+def _inside(text: str) -> tuple[str, int]:
+    """What base64 or JSON escapes hide: the whole string replaced, or re-encoded; else unchanged."""
+    stripped = text.strip()
+    if len(stripped) >= _BASE64_MIN and _BASE64_WHOLE.fullmatch(stripped):
+        decoded = _decoded_base64(stripped)
+        if decoded is not None and _plain_rules(_normalised(decoded), True)[1]:
+            return SECRET_PLACEHOLDER, 1
+    if is_json_text(stripped) and len(stripped) <= _JSON_MAX_CHARS:
+        try:
+            decoded_json = json.loads(stripped)
+        except (ValueError, RecursionError):
+            return text, 0
+        redacted, found = _json_strings(decoded_json, 0)
+        if found:
+            return json.dumps(redacted, ensure_ascii=False), found
+    return text, 0
+
+
+def is_json_text(text: str) -> bool:
+    """Whether ``text`` (stripped) is JSON that may hide a secret: ``\\u`` escapes or a base64 string."""
+    if not ((text.startswith("{") and text.endswith("}")) or (text.startswith("[") and text.endswith("]"))):
+        return False
+    return "\\u" in text or _JSON_BASE64_VALUE.search(text) is not None
+
+
+def _normalised(text: str) -> str:
+    if text.isascii() or _HIDDEN.search(text) is None:
+        return text
+    return text.translate(_NORMALISE)
+
+
+def redact_text(text: str) -> tuple[str, int]:
+    """Replace every secret the rules find in ``text``; return the new text and how many were replaced."""
+    normal = _normalised(text)
+    redacted, total = _plain_rules(normal, True)
+    redacted, found = _inside(redacted)
+    if not total + found:
+        return text, 0
+    return redacted, total + found
+
+
+def redact_text_ungated(text: str) -> tuple[str, int]:
+    """:func:`redact_text` with every rule run whatever the text holds: the reference for the gates."""
+    normal = _normalised(text)
+    redacted, total = _plain_rules(normal, False)
+    redacted, found = _inside(redacted)
+    if not total + found:
+        return text, 0
+    return redacted, total + found
