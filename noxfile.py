@@ -39,6 +39,7 @@ EXTRA_TEST_REQUIREMENTS: dict[str, tuple[str, ...]] = {
         "anthropic>=0.34",
         "langchain-core>=0.3",
         "pydantic-ai-slim>=1.0",
+        "openai-agents>=0.4",
         # The exact offline token counters (core's openai-tokens and hf-tokens extras).
         "bpe-openai>=0.1.4",
         "tokenizers>=0.20",
