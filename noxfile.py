@@ -38,6 +38,7 @@ EXTRA_TEST_REQUIREMENTS: dict[str, tuple[str, ...]] = {
         "openai>=1.40",
         "anthropic>=0.34",
         "langchain-core>=0.3",
+        "langchain>=1.0",
         "pydantic-ai-slim>=1.0",
         "openai-agents>=0.4",
         # The exact offline token counters (core's openai-tokens and hf-tokens extras).

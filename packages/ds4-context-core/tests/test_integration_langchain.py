@@ -11,6 +11,7 @@ from ds4_context_core.history import build_runtime_history_snapshot, validate_ru
 from ds4_context_core.integrations.langchain import (
     from_langchain,
     plan_langchain,
+    planning_middleware,
     to_langchain,
     trim_langchain,
 )
@@ -77,3 +78,41 @@ def test_without_langchain_the_extra_is_named(monkeypatch):
         from_langchain([])
     assert caught.value.extra == "langchain"
     assert 'pip install "ds4-context-core[langchain]"' in str(caught.value)
+
+
+def test_the_agent_middleware_plans_every_model_call_of_a_real_agent():
+    agents = pytest.importorskip("langchain.agents")
+    middleware = pytest.importorskip("langchain.agents.middleware")
+    fake = pytest.importorskip("langchain_core.language_models.fake_chat_models")
+    seen: list[list] = []
+
+    class Recorder(middleware.AgentMiddleware):
+        """Runs inside ours: what it sees is what the model is sent."""
+
+        def wrap_model_call(self, request, handler):
+            seen.append(list(request.messages))
+            return handler(request)
+
+    model = ModelDescriptor(provider="openai", id="gpt-x", context_window=32_000, max_tokens=4_096)
+    agent = agents.create_agent(
+        fake.GenericFakeChatModel(messages=iter([lc.AIMessage("done")])),
+        system_prompt="You are a careful coding agent.",
+        middleware=[planning_middleware(model=model), Recorder()],
+    )
+    history = _long_history(60)[1:]  # the agent holds its system prompt itself
+    result = agent.invoke({"messages": history})
+    assert result["messages"][-1].content == "done"
+    sent = seen[-1]
+    assert len(sent) < len(history)
+    assert sent[-1] is history[-1]
+    calls = {call["id"] for m in sent if getattr(m, "tool_calls", None) for call in m.tool_calls}
+    results = {m.tool_call_id for m in sent if getattr(m, "type", None) == "tool"}
+    assert calls == results
+
+
+def test_without_langchain_agents_the_middleware_names_its_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "langchain.agents.middleware", None)
+    model = ModelDescriptor(provider="openai", id="gpt-x", context_window=32_000, max_tokens=4_096)
+    with pytest.raises(MissingExtraError) as caught:
+        planning_middleware(model=model)
+    assert caught.value.extra == "langchain-agents"

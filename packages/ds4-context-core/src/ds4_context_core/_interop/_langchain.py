@@ -29,7 +29,14 @@ from ._common import MessageFactory, plain_value
 from ._framework import plan_framework_history
 from ._openai import CHAT, read_chat_message, to_openai_chat
 
-__all__ = ["LangChainPlan", "from_langchain", "plan_langchain", "to_langchain", "trim_langchain"]
+__all__ = [
+    "LangChainPlan",
+    "from_langchain",
+    "plan_langchain",
+    "planning_middleware",
+    "to_langchain",
+    "trim_langchain",
+]
 
 
 def _messages_module() -> ModuleType:
@@ -176,3 +183,52 @@ def plan_langchain(
 def trim_langchain(messages: Sequence[Any], *, model: ModelDescriptor, fixed_tokens: int = 0) -> list[Any]:
     """The LangChain messages to send for ``model``: :func:`plan_langchain` without the plan."""
     return plan_langchain(messages, model=model, fixed_tokens=fixed_tokens).messages
+
+
+def planning_middleware(
+    *, model: ModelDescriptor, fixed_tokens: int = 0, config: Mapping[str, Any] | None = None
+) -> Any:
+    """A LangChain v1 agent middleware that plans the messages of every model call:
+    ``create_agent(model, tools, middleware=[planning_middleware(model=...)])``.
+
+    The agent's system message and ``fixed_tokens`` (the tool schemas) are counted against the budget;
+    the plan state is carried from call to call, so decisions stay put and the prompt cache keeps its
+    prefix. A fallback plan leaves the request as the agent made it. Needs
+    ``pip install "ds4-context-core[langchain-agents]"``.
+    """
+    try:
+        middleware = importlib.import_module("langchain.agents.middleware")
+    except ImportError:
+        raise MissingExtraError("langchain-agents", "ds4-context-core", "langchain") from None
+    from ds4_context_core.tokens import estimate_text_tokens  # noqa: PLC0415
+
+    carried: dict[str, Any] = {}
+
+    def planned(request: Any) -> Any:
+        system = getattr(request, "system_message", None)
+        system_text = (
+            system.text if system is not None and isinstance(getattr(system, "text", None), str) else ""
+        )
+        result = plan_langchain(
+            request.messages,
+            model=model,
+            fixed_tokens=fixed_tokens + estimate_text_tokens(system_text),
+            config=config,
+            state=carried.get("state"),
+        )
+        carried["state"] = result.plan.state
+        return request.override(messages=result.messages) if result.plan.ok else request
+
+    def wrap_model_call(self: Any, request: Any, handler: Any) -> Any:
+        return handler(planned(request))
+
+    async def awrap_model_call(self: Any, request: Any, handler: Any) -> Any:
+        return await handler(planned(request))
+
+    # Made here, not at import: the class derives from LangChain's, which is optional.
+    kind = type(
+        "Ds4ContextPlanningMiddleware",
+        (middleware.AgentMiddleware,),
+        {"wrap_model_call": wrap_model_call, "awrap_model_call": awrap_model_call, "__module__": __name__},
+    )
+    return kind()

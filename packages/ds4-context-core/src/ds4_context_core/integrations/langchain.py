@@ -11,10 +11,18 @@ from ds4_context_core._interop._langchain import (
     LangChainPlan,
     from_langchain,
     plan_langchain,
+    planning_middleware,
     to_langchain,
     trim_langchain,
 )
 
-__all__ = ["LangChainPlan", "from_langchain", "plan_langchain", "to_langchain", "trim_langchain"]
+__all__ = [
+    "LangChainPlan",
+    "from_langchain",
+    "plan_langchain",
+    "planning_middleware",
+    "to_langchain",
+    "trim_langchain",
+]
 
 adopt_public_names(__name__, globals())
