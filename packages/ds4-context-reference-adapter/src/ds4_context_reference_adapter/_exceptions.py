@@ -54,6 +54,7 @@ ERROR_REASONS: Final = (
     "disk-full",
     "empty-file",
     "file-missing",
+    "field-too-long",
     "file-too-large",
     "header-invalid",
     "identifier-invalid",
