@@ -17,7 +17,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeGuard
 
-from ._exceptions import InteropFormatError
+from ._decode import HISTORY_MAX_NESTING_DEPTH, check_message_nesting
+from ._exceptions import HistoryRecordError, InteropFormatError
 from ._model import (
     ArtifactReferenceBlock,
     CanonicalBlock,
@@ -59,7 +60,9 @@ INTEROP_ERROR_CODES: Final = (
     "interop-tool-call-invalid",
     "interop-tool-result-invalid",
     "interop-block-unsupported",
+    "interop-nesting-too-deep",
 )
+_TOO_DEEP: Final = f"values nest deeper than {HISTORY_MAX_NESTING_DEPTH} levels"
 
 
 def fail(code: str, detail: str, path: str) -> InteropFormatError:
@@ -88,6 +91,8 @@ def arguments_from_text(text: Any, path: str) -> dict[str, Any]:
         parsed = json.loads(text)
     except ValueError:
         return {RAW_ARGUMENTS_KEY: text}
+    except RecursionError:
+        raise fail("interop-nesting-too-deep", "tool call arguments: " + _TOO_DEEP, path) from None
     if isinstance(parsed, dict) and RAW_ARGUMENTS_KEY not in parsed:
         return parsed
     return {RAW_ARGUMENTS_KEY: text}
@@ -97,7 +102,10 @@ def arguments_to_text(arguments: Mapping[str, Any]) -> str:
     raw = arguments.get(RAW_ARGUMENTS_KEY)
     if isinstance(raw, str) and len(arguments) == 1:
         return raw
-    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        raise fail("interop-nesting-too-deep", "tool call arguments: " + _TOO_DEEP, "$") from None
 
 
 def arguments_object(arguments: Mapping[str, Any], path: str) -> dict[str, Any]:
@@ -108,6 +116,8 @@ def arguments_object(arguments: Mapping[str, Any], path: str) -> dict[str, Any]:
             parsed = json.loads(raw)
         except ValueError:
             parsed = None
+        except RecursionError:
+            raise fail("interop-nesting-too-deep", "tool call arguments: " + _TOO_DEEP, path) from None
         if isinstance(parsed, dict):
             return parsed
         raise fail("interop-tool-call-invalid", "tool call arguments are not a JSON object", path)
@@ -167,22 +177,27 @@ class MessageFactory:
             if type(block) is ToolCallBlock:
                 self.tool_names[block.id] = block.name
         atomic = any(type(block) in (ToolCallBlock, ToolResultBlock) for block in all_blocks)
-        self.messages.append(
-            CanonicalMessage(
-                id=f"{self.session_id}:{entry_id}",
-                source_entry_id=entry_id,
-                role=role,
-                blocks=tuple(all_blocks),
-                provenance=Provenance(
-                    source="runtime-session" if self.runtime_id is not None else "pi-session",
-                    session_id=self.session_id,
-                    entry_id=entry_id,
-                    original_role=original_role,
-                    runtime_id=self.runtime_id,
-                ),
-                flags=MessageFlags(atomic=True) if atomic else MessageFlags(),
-            )
+        message = CanonicalMessage(
+            id=f"{self.session_id}:{entry_id}",
+            source_entry_id=entry_id,
+            role=role,
+            blocks=tuple(all_blocks),
+            provenance=Provenance(
+                source="runtime-session" if self.runtime_id is not None else "pi-session",
+                session_id=self.session_id,
+                entry_id=entry_id,
+                original_role=original_role,
+                runtime_id=self.runtime_id,
+            ),
+            flags=MessageFlags(atomic=True) if atomic else MessageFlags(),
         )
+        try:
+            # The history decoders refuse deeper messages, so a converter never makes one.
+            check_message_nesting((message,))
+        except HistoryRecordError:
+            index = len(self.messages)
+            raise fail("interop-nesting-too-deep", f"canonical message {index}: {_TOO_DEEP}", "$") from None
+        self.messages.append(message)
 
     def tool_name(self, call_id: str) -> str:
         return self.tool_names.get(call_id, "")
