@@ -14,7 +14,7 @@ Conventions every converter follows:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeGuard
 
 from ._decode import HISTORY_MAX_NESTING_DEPTH, check_message_nesting
@@ -45,6 +45,7 @@ __all__ = [
     "fail",
     "fields_of",
     "reference_text",
+    "require_items",
     "require_mapping",
     "require_str",
 ]
@@ -72,6 +73,13 @@ def fail(code: str, detail: str, path: str) -> InteropFormatError:
 def require_mapping(value: Any, path: str, code: str = "interop-message-invalid") -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise fail(code, f"expected an object, got {type(value).__name__[:40]}", path)
+    return value
+
+
+def require_items(value: Any, noun: str) -> Iterable[Any]:
+    """The top-level list of a payload; anything not iterable (or a string, bytes, an object) is refused."""
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Iterable):
+        raise fail("interop-message-invalid", f"{noun} must be a list", "$")
     return value
 
 

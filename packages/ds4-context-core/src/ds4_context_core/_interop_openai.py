@@ -19,6 +19,7 @@ from ._interop_common import (
     own_opaque,
     parse_data_url,
     reference_text,
+    require_items,
     require_mapping,
     require_str,
 )
@@ -78,7 +79,7 @@ def from_openai_chat(
     factory = MessageFactory(
         fmt=CHAT, session_id=session_id, runtime_id=runtime_id, entry_prefix=entry_prefix
     )
-    for index, raw in enumerate(messages):
+    for index, raw in enumerate(require_items(messages, "messages")):
         path = f"$[{index}]"
         message = require_mapping(raw, path)
         role = message.get("role")
@@ -276,7 +277,7 @@ def from_openai_responses(
             pending_calls.clear()
             pending_fields.clear()
 
-    for index, raw in enumerate(items):
+    for index, raw in enumerate(require_items(items, "input items")):
         path = f"$[{index}]"
         item = require_mapping(raw, path)
         kind = item.get("type", "message" if "role" in item else None)
