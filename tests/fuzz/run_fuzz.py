@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,8 @@ def _hypothesis(minutes: float, chosen: list[str]) -> list[str]:
                 rounds += 1
         except Exception as error:  # a crash: hypothesis has printed the minimal failing example
             failures.append(name)
-            print(f"FAIL {name}: {type(error).__name__}", flush=True)
+            # The traceback ends with hypothesis's notes: the smallest failing input, ready to paste.
+            print(f"FAIL {name}:", "".join(traceback.format_exception(error)), sep="\n", flush=True)
             continue
         print(f"ok   {name}: {rounds} rounds of up to 500 examples", flush=True)
     return failures

@@ -251,8 +251,11 @@ def _decode_one(raw: bytes, line: int | None, unknown_blocks: str) -> CanonicalM
         raise _too_deep(line) from None
     try:
         return msgspec.convert(_opaque_blocks(_any_decoder.decode(raw)), CanonicalMessage)
-    except msgspec.ValidationError as error:
+    except msgspec.ValidationError as error:  # a subclass of DecodeError: it must come first
         raise _validation_failure(error, line) from None
+    except msgspec.DecodeError:
+        # The typed pass stopped at the unknown block before it reached the broken JSON behind it.
+        raise _fail("history-json-malformed", "record is not valid JSON", line=line) from None
     except RecursionError:
         raise _too_deep(line) from None
 
@@ -416,6 +419,9 @@ def decode_runtime_history_snapshot(
             raise failure from None
         try:
             document = _any_decoder.decode(raw)
+        except msgspec.DecodeError:
+            # The typed pass stopped at the unknown block before it reached the broken JSON behind it.
+            raise _fail("history-json-malformed", "snapshot is not valid JSON") from None
         except RecursionError:
             raise _too_deep(None) from None
         if isinstance(document, dict) and isinstance(document.get("messages"), list):
