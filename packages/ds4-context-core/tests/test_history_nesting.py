@@ -1,4 +1,5 @@
-"""Deeply nested input gets ``history-nesting-too-deep``, never a RecursionError (issue 22, item 4)."""
+"""Core decoders on hostile input: deep nesting gets ``history-nesting-too-deep`` (issue 22, item 4), and
+the crashes tests/fuzz found each get a code instead of a raw exception."""
 
 from __future__ import annotations
 
@@ -101,3 +102,24 @@ def test_an_unknown_block_before_broken_json_is_malformed_not_a_raw_decode_error
     with pytest.raises(HistoryRecordError) as caught:
         decode(data, unknown_blocks="opaque")
     assert caught.value.code == "history-json-malformed"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        b'{"type":"image","data":"AAAA"}',
+        b'{"type":"image","mimeType":null,"data":"AAAA"}',
+        b'{"type":"opaqueProvider","value":1}',
+        b'{"type":"opaqueProvider","value":1,"originalType":null}',
+    ],
+    ids=["image-no-mime", "image-null-mime", "opaque-no-type", "opaque-null-type"],
+)
+def test_optional_identifiers_left_unset_decode_in_every_decoder(block):
+    # Found by tests/fuzz: an unset mimeType or originalType raised TypeError in the identifier check.
+    raw = (
+        b'{"id":"s:1","sourceEntryId":"1","role":"user","blocks":[' + block + b"],"
+        b'"provenance":{"source":"runtime-session","sessionId":"s","entryId":"1"}}'
+    )
+    message = decode_canonical_message(raw)
+    assert decode_canonical_messages_jsonl(raw + b"\n") == (message,)
+    assert decode_runtime_history_snapshot(_snapshot(raw)).messages == (message,)

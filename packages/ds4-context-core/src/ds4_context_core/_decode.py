@@ -293,10 +293,14 @@ def _identifier_fields(messages: Sequence[CanonicalMessage]) -> Iterable[tuple[s
             "$.blocks[].summaryId",
             map(attrgetter("summary_id"), _of_kind(SummaryReferenceBlock, kinds, blocks)),
         ),
-        ("$.blocks[].mimeType", map(attrgetter("mime_type"), _of_kind(ImageBlock, kinds, blocks))),
+        # Optional identifiers: unset (None) ones are filtered out like provider and model above.
+        (
+            "$.blocks[].mimeType",
+            filter(None, map(attrgetter("mime_type"), _of_kind(ImageBlock, kinds, blocks))),
+        ),
         (
             "$.blocks[].originalType",
-            map(attrgetter("original_type"), _of_kind(OpaqueProviderBlock, kinds, blocks)),
+            filter(None, map(attrgetter("original_type"), _of_kind(OpaqueProviderBlock, kinds, blocks))),
         ),
     )
 
