@@ -62,12 +62,15 @@ def _atheris(minutes: float, chosen: list[str]) -> list[str]:
         return []
     sys.path.insert(0, str(HERE))
     names = sorted(importlib.import_module("fuzz_targets").TARGETS)
+    seeds: dict[str, list[bytes]] = importlib.import_module("test_fuzz_parsers").ATHERIS_SEEDS
     failures: list[str] = []
     for name in names:
         if chosen and not any(part in name for part in chosen):
             continue
         corpus = HERE.parent.parent / ".fuzz-corpus" / name
         corpus.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for number, seed in enumerate(seeds.get(name, [])):
+            (corpus / f"seed-{number}").write_bytes(seed)
         command = [
             sys.executable, str(Path(__file__)), "--atheris-child", name, "--",
             f"-max_total_time={max(1, int(minutes * 60))}", "-rss_limit_mb=4096", "-timeout=30", str(corpus),

@@ -233,3 +233,25 @@ def test_provider_answer_parsing(data: bytes) -> None:
 def test_completion_over_a_real_http_server(data: bytes) -> None:
     with answer_server() as server:
         completion_over_http(server, data)
+
+
+# Starting inputs for the atheris pass (``run_fuzz.py`` writes them into each target's corpus), so
+# libFuzzer mutates valid documents instead of discovering JSON from nothing.
+ATHERIS_SEEDS: dict[str, list[bytes]] = {
+    "canonical_jsonl": [CANONICAL_SEED, encode(SNAPSHOT_DOCUMENT)],
+    "reference_history": [reference_header() + REFERENCE_RECORDS],
+    "pi_session": pi_seeds(),
+    "model_reference": [b"openai:gpt-4o", b"ollama:llama3:8b", encode(LOCAL_PROVIDER)],
+    "config": [encode(CONFIG)],
+    "openai_chat": [encode(CHAT)],
+    "openai_responses": [encode(RESPONSES)],
+    "anthropic": [encode(ANTHROPIC)],
+    "provider_answer": [encode(answer) for answer in ANSWERS],
+}
+
+
+def test_every_byte_target_has_seeds_for_atheris() -> None:
+    from fuzz_targets import TARGETS  # noqa: PLC0415 - the registry run_fuzz.py fuzzes
+
+    assert set(ATHERIS_SEEDS) == set(TARGETS)
+    assert all(ATHERIS_SEEDS.values())
