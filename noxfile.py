@@ -1,7 +1,8 @@
 """Developer and release sessions. ``nox`` with no arguments runs what CI runs.
 
 Default: lint, typecheck, tests, tooling, build, artifacts, compiled, golden. On demand:
-``nox -s registry_check -- 0.1.0 [--index-url URL]``, ``nox -s bench``, ``nox -s docs``.
+``nox -s registry_check -- 0.1.0 [--index-url URL]``, ``nox -s bench``, ``nox -s docs``,
+``nox -s fuzz -- --minutes N``.
 """
 
 from __future__ import annotations
@@ -476,6 +477,23 @@ def bench(session: nox.Session) -> None:
     _sync(session, "dev", "bench")
     for script in chosen or list(available.values()):
         session.run("python", str(script), *arguments)
+
+
+@nox.session(python=PYTHONS[0], default=False)
+def fuzz(session: nox.Session) -> None:
+    """Every fuzz target for a bounded time: ``nox -s fuzz -- --minutes N [--engine hypothesis]``.
+
+    Hypothesis runs with its long ``fuzz`` profile; atheris too where a wheel for this Python installs
+    (it is not locked: a missing wheel only skips the atheris pass). See docs/contributing/fuzzing.md.
+    """
+    _sync(session, "dev")
+    python = str(Path(session.bin) / "python")
+    session.run_install(
+        "uv", "pip", "install", "--python", python, "atheris>=2.3", external=True, success_codes=[0, 1, 2]
+    )  # fmt: skip
+    session.run(
+        "python", str(ROOT / "tests" / "fuzz" / "run_fuzz.py"), *(session.posargs or ["--minutes", "1"])
+    )
 
 
 @nox.session(python=PYTHONS[0], default=False)

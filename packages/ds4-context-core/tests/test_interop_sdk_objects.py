@@ -303,4 +303,4 @@ def test_deeply_nested_input_is_refused_with_a_code_not_a_recursion_error():
         nested = [nested]
     with pytest.raises(InteropFormatError) as caught:
         from_openai_chat([{"role": "user", "content": "x", "extra": nested}], session_id="s")
-    assert caught.value.code == "interop-message-invalid"
+    assert caught.value.code == "interop-nesting-too-deep"

@@ -190,7 +190,7 @@ def _load_config(path: Path | None) -> Any:
         return None
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested past Python's limit
         raise _fail("config-unreadable", "the config file is not readable JSON") from None
 
 

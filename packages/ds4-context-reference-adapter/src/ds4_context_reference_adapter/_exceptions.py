@@ -55,6 +55,7 @@ ERROR_REASONS: Final = (
     "disk-full",
     "empty-file",
     "file-missing",
+    "field-too-long",
     "file-too-large",
     "header-invalid",
     "identifier-invalid",

@@ -28,10 +28,17 @@ from typing import Final, Literal
 
 import msgspec
 
-from ds4_context_core import CanonicalMessage, RuntimeHistorySnapshot, ToolCallBlock, ToolResultBlock
+from ds4_context_core import (
+    CanonicalMessage,
+    HistoryRecordError,
+    RuntimeHistorySnapshot,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from ds4_context_core.history import (
     HISTORY_MAX_IDENTIFIER_CHARS,
     build_runtime_history_snapshot,
+    check_message_nesting,
     validate_runtime_history_snapshot,
 )
 
@@ -300,9 +307,19 @@ def _decode_header(line: bytes) -> ReferenceHistoryHeader:
     )
 
 
+def _check_nesting(messages: list[CanonicalMessage], first_line: int) -> None:
+    """Core's nesting limit, the one every canonical decoder applies, with the file line of a failure."""
+    try:
+        check_message_nesting(messages, first_line=first_line)
+    except HistoryRecordError as error:
+        raise ReferenceHistoryReadError(
+            "nesting-too-deep", "the record nests deeper than the history format allows", line=error.line
+        ) from None
+
+
 def _decode_message(line: bytes, line_number: int) -> CanonicalMessage:
     try:
-        return _message_decoder.decode(line).message
+        message: CanonicalMessage = _message_decoder.decode(line).message
     except msgspec.DecodeError:
         # The decoder's own text may quote record values, so it is never passed on.
         raise ReferenceHistoryReadError(
@@ -312,6 +329,8 @@ def _decode_message(line: bytes, line_number: int) -> CanonicalMessage:
         raise ReferenceHistoryReadError(
             "nesting-too-deep", "the record nests deeper than the decoder allows", line=line_number
         ) from None
+    _check_nesting([message], line_number)
+    return message
 
 
 def _decode_records(data: bytes, start: int, lines_before: int = 1) -> list[CanonicalMessage]:
@@ -334,6 +353,7 @@ def _decode_records(data: bytes, start: int, lines_before: int = 1) -> list[Cano
     except (msgspec.DecodeError, RecursionError):
         _decode_message(data[position:newline], lines_before + len(messages) + 1)  # raises the coded error
         raise  # pragma: no cover - the line failed once, so it fails again
+    _check_nesting(messages, lines_before + 1)
     return messages
 
 
@@ -728,6 +748,44 @@ def _write_durably(fd: int, key: tuple[int, int], size: int, record: bytes) -> N
         raise failure from None
 
 
+def _encode_record(message: object) -> bytes:
+    """The record line for ``message``, accepted only if the reader will decode it back.
+
+    Python constructors of msgspec structs check no types and no length limits, so a message can be
+    built that its own record line fails to decode (a text over 16 Mi characters, a 600-character tool
+    name). Decoding the line with the reader's own decoder applies exactly the reader's limits (the
+    annotated types of the canonical model, defined once in core), so reader and writer cannot drift.
+    """
+    if not isinstance(message, CanonicalMessage):
+        raise ReferenceMessageRejectedError("record-invalid", "only a CanonicalMessage can be appended")
+    try:
+        record = _encoder.encode(_MessageRecord(message=message)) + b"\n"
+    except (TypeError, ValueError, msgspec.EncodeError, OverflowError, RecursionError):
+        # ValueError covers UnicodeEncodeError: a string holding a lone surrogate has no UTF-8 form.
+        raise ReferenceMessageRejectedError("record-invalid", "the message has no JSON form") from None
+    try:
+        _message_decoder.decode(record)
+    except msgspec.ValidationError as error:
+        if "length <=" in str(error):
+            raise ReferenceMessageRejectedError(
+                "field-too-long", "a field is longer than the history format allows"
+            ) from None
+        raise ReferenceMessageRejectedError(
+            "record-invalid", "the message would not read back as a valid message record"
+        ) from None
+    except (msgspec.DecodeError, RecursionError):
+        raise ReferenceMessageRejectedError(
+            "nesting-too-deep", "the message nests deeper than the history format allows"
+        ) from None
+    try:
+        check_message_nesting((message,))
+    except HistoryRecordError:
+        raise ReferenceMessageRejectedError(
+            "nesting-too-deep", "the message nests deeper than the history format allows"
+        ) from None
+    return record
+
+
 def append_reference_history_message(
     path: str | os.PathLike[str],
     message: CanonicalMessage,
@@ -742,12 +800,7 @@ def append_reference_history_message(
     torn or corrupt record. On any failure the file holds exactly the bytes it held before.
     """
     limits = limits or ReferenceHistoryLimits()
-    if not isinstance(message, CanonicalMessage):
-        raise ReferenceMessageRejectedError("record-invalid", "only a CanonicalMessage can be appended")
-    try:
-        record = _encoder.encode(_MessageRecord(message=message)) + b"\n"
-    except (TypeError, msgspec.EncodeError, OverflowError, RecursionError):
-        raise ReferenceMessageRejectedError("record-invalid", "the message has no JSON form") from None
+    record = _encode_record(message)
     fd, key = _open_for_appending(path)
     try:
         size = os.fstat(fd).st_size

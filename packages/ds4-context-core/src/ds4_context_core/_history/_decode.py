@@ -10,7 +10,7 @@ value: never content.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_
 from typing import Any, Final, Literal, TypeAlias
@@ -36,9 +36,11 @@ __all__ = [
     "HISTORY_DECODE_CODES",
     "HISTORY_MAX_BYTES",
     "HISTORY_MAX_MESSAGES",
+    "HISTORY_MAX_NESTING_DEPTH",
     "UNKNOWN_BLOCK_POLICIES",
     "UnknownBlockPolicy",
     "check_message_identifiers",
+    "check_message_nesting",
     "decode_canonical_message",
     "decode_canonical_messages_jsonl",
     "decode_runtime_history_snapshot",
@@ -49,6 +51,12 @@ __all__ = [
 
 HISTORY_MAX_BYTES: Final = 64 * 1024 * 1024
 HISTORY_MAX_MESSAGES: Final = 100_000
+# Arrays and objects nested deeper than this in one message (the message object is level 1) are refused.
+# Far below what the decoders and the stable JSON hash can recurse into (Python's recursion limit),
+# so a message accepted anywhere is accepted everywhere, whatever the caller's stack depth.
+HISTORY_MAX_NESTING_DEPTH: Final = 128
+# The message object, its blocks array and the block object hold a tool call's arguments (level 4).
+_BLOCK_VALUE_LEVEL: Final = 4
 
 HISTORY_DECODE_CODES: Final = (
     "history-input-too-large",
@@ -59,6 +67,7 @@ HISTORY_DECODE_CODES: Final = (
     "history-block-type-unknown",
     "history-string-too-long",
     "history-identifier-invalid",
+    "history-nesting-too-deep",
 )
 
 CANONICAL_BLOCK_TYPES: Final = (
@@ -160,6 +169,76 @@ def _opaque_blocks(message: Any) -> Any:
     return {**message, "blocks": wrapped}
 
 
+def _too_deep(line: int | None, path: str = "$") -> HistoryRecordError:
+    return _fail(
+        "history-nesting-too-deep",
+        f"arrays and objects nest deeper than {HISTORY_MAX_NESTING_DEPTH} levels",
+        line=line,
+        path=path,
+    )
+
+
+def nesting_exceeds(value: object, limit: int, level: int = 1) -> bool:
+    """Whether lists, tuples and mappings in ``value`` (at nesting ``level``) go deeper than ``limit``.
+
+    Iterative, so it never recurses itself; a container met again (shared or cyclic) is walked again
+    only from a deeper level, so a cycle ends at the limit and shared parts cost no more than ``limit``
+    walks each.
+    """
+    seen: dict[int, int] = {}
+    stack: list[tuple[object, int]] = [(value, level)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, tuple)):
+            children: Iterable[object] = item
+        elif isinstance(item, Mapping):
+            children = item.values()
+        else:
+            continue
+        if depth > limit:
+            return True
+        if seen.get(id(item), 0) >= depth:
+            continue
+        seen[id(item)] = depth
+        deeper = depth + 1
+        stack.extend((child, deeper) for child in children if isinstance(child, (list, tuple, Mapping)))
+    return False
+
+
+def _nested_values(message: CanonicalMessage) -> Iterable[object]:
+    """The only values of a message whose depth is not fixed by the model: arguments and opaque values."""
+    for block in message.blocks:
+        if isinstance(block, ToolCallBlock):
+            yield block.arguments
+        elif isinstance(block, OpaqueProviderBlock):
+            yield block.value
+
+
+def _first_too_deep(messages: Sequence[CanonicalMessage]) -> int | None:
+    """Index of the first message nested deeper than ``HISTORY_MAX_NESTING_DEPTH``, if any."""
+    blocks = list(chain.from_iterable(map(attrgetter("blocks"), messages)))
+    kinds = list(map(type, blocks))
+    if not (ToolCallBlock in kinds or OpaqueProviderBlock in kinds):
+        return None
+    for index, message in enumerate(messages):
+        for value in _nested_values(message):
+            if nesting_exceeds(value, HISTORY_MAX_NESTING_DEPTH, _BLOCK_VALUE_LEVEL):
+                return index
+    return None
+
+
+def check_message_nesting(messages: Sequence[CanonicalMessage], *, first_line: int | None = None) -> None:
+    """Raise ``history-nesting-too-deep`` when a message of ``messages`` nests deeper than
+    ``HISTORY_MAX_NESTING_DEPTH`` levels (only tool call arguments and opaque values can).
+
+    Every decoder of this module applies it, so a writer that applies it too never writes a message
+    its readers refuse. ``first_line`` is the JSONL line of ``messages[0]``, used in the error when given.
+    """
+    index = _first_too_deep(messages)
+    if index is not None:
+        raise _too_deep(None if first_line is None else first_line + index)
+
+
 def _decode_one(raw: bytes, line: int | None, unknown_blocks: str) -> CanonicalMessage:
     try:
         return _message_decoder.decode(raw)
@@ -169,10 +248,17 @@ def _decode_one(raw: bytes, line: int | None, unknown_blocks: str) -> CanonicalM
             raise failure from None
     except msgspec.DecodeError:
         raise _fail("history-json-malformed", "record is not valid JSON", line=line) from None
+    except RecursionError:
+        raise _too_deep(line) from None
     try:
         return msgspec.convert(_opaque_blocks(_any_decoder.decode(raw)), CanonicalMessage)
-    except msgspec.ValidationError as error:
+    except msgspec.ValidationError as error:  # a subclass of DecodeError: it must come first
         raise _validation_failure(error, line) from None
+    except msgspec.DecodeError:
+        # The typed pass stopped at the unknown block before it reached the broken JSON behind it.
+        raise _fail("history-json-malformed", "record is not valid JSON", line=line) from None
+    except RecursionError:
+        raise _too_deep(line) from None
 
 
 def _of_kind(kind: type, kinds: list[type], blocks: list[Any]) -> list[Any]:
@@ -208,10 +294,14 @@ def _identifier_fields(messages: Sequence[CanonicalMessage]) -> Iterable[tuple[s
             "$.blocks[].summaryId",
             map(attrgetter("summary_id"), _of_kind(SummaryReferenceBlock, kinds, blocks)),
         ),
-        ("$.blocks[].mimeType", map(attrgetter("mime_type"), _of_kind(ImageBlock, kinds, blocks))),
+        # Optional identifiers: unset (None) ones are filtered out like provider and model above.
+        (
+            "$.blocks[].mimeType",
+            filter(None, map(attrgetter("mime_type"), _of_kind(ImageBlock, kinds, blocks))),
+        ),
         (
             "$.blocks[].originalType",
-            map(attrgetter("original_type"), _of_kind(OpaqueProviderBlock, kinds, blocks)),
+            filter(None, map(attrgetter("original_type"), _of_kind(OpaqueProviderBlock, kinds, blocks))),
         ),
     )
 
@@ -270,6 +360,7 @@ def decode_canonical_message(
     _check_size(raw, HISTORY_MAX_BYTES)
     message = _decode_one(raw, None, unknown_blocks)
     check_message_identifiers((message,))
+    check_message_nesting((message,))
     return message
 
 
@@ -292,16 +383,24 @@ def decode_canonical_messages_jsonl(
         raise _fail("history-record-unterminated", "the last record does not end with a newline", line=line)
     try:
         messages: Sequence[CanonicalMessage] = _message_decoder.decode_lines(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         messages = _decode_lines_one_by_one(raw, unknown_blocks)
     if len(messages) > max_messages:
         raise _fail("history-too-many-messages", f"more than {max_messages} messages")
     found = _first_bad_identifier(messages)
     if found is not None:
         index, path = found
-        numbers = [number for number, line in enumerate(raw.split(b"\n"), start=1) if line.strip()]
-        raise _identifier_failure(numbers[index], path)
+        raise _identifier_failure(_line_of(raw, index), path)
+    deep = _first_too_deep(messages)
+    if deep is not None:
+        raise _too_deep(_line_of(raw, deep))
     return tuple(messages)
+
+
+def _line_of(raw: bytes, index: int) -> int:
+    """The 1-based line of the ``index``-th non-blank line of ``raw`` (on the error path only)."""
+    numbers = [number for number, line in enumerate(raw.split(b"\n"), start=1) if line.strip()]
+    return numbers[index]
 
 
 def decode_runtime_history_snapshot(
@@ -323,15 +422,25 @@ def decode_runtime_history_snapshot(
         failure = _validation_failure(error, None)
         if failure.code != "history-block-type-unknown" or unknown_blocks != "opaque":
             raise failure from None
-        document = _any_decoder.decode(raw)
+        try:
+            document = _any_decoder.decode(raw)
+        except msgspec.DecodeError:
+            # The typed pass stopped at the unknown block before it reached the broken JSON behind it.
+            raise _fail("history-json-malformed", "snapshot is not valid JSON") from None
+        except RecursionError:
+            raise _too_deep(None) from None
         if isinstance(document, dict) and isinstance(document.get("messages"), list):
             document = {**document, "messages": [_opaque_blocks(m) for m in document["messages"]]}
         try:
             snapshot = msgspec.convert(document, RuntimeHistorySnapshot)
         except msgspec.ValidationError as again:
             raise _validation_failure(again, None) from None
+        except RecursionError:
+            raise _too_deep(None) from None
     except msgspec.DecodeError:
         raise _fail("history-json-malformed", "snapshot is not valid JSON") from None
+    except RecursionError:
+        raise _too_deep(None) from None
     if len(snapshot.messages) > max_messages:
         raise _fail("history-too-many-messages", f"more than {max_messages} messages")
     identity = (snapshot.schema_version, snapshot.runtime_id, snapshot.session_id, snapshot.revision)
@@ -355,6 +464,9 @@ def decode_runtime_history_snapshot(
     if found is not None:
         index, path = found
         raise _identifier_failure(None, f"$.messages[{index}]{path[1:]}")
+    deep = _first_too_deep(snapshot.messages)
+    if deep is not None:
+        raise _too_deep(None, f"$.messages[{deep}]")
     return snapshot
 
 

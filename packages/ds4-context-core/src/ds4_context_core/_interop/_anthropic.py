@@ -293,7 +293,7 @@ def to_anthropic_messages(messages: Iterable[CanonicalMessage], *, strict: bool 
             previous["content"] = previous_content + parts
             previous.update(fields)
         else:
-            simple = not as_parts and len(parts) == 1 and parts[0]["type"] == "text" and not is_results
+            simple = not as_parts and len(parts) == 1 and parts[0].get("type") == "text" and not is_results
             entry: dict[str, Any] = {"role": role, "content": parts[0]["text"] if simple else parts}
             entry.update(fields)
             out.append(entry)
@@ -302,7 +302,8 @@ def to_anthropic_messages(messages: Iterable[CanonicalMessage], *, strict: bool 
         join_next = is_results
     payload: dict[str, Any] = {}
     if system_parts:
-        texts_only = all(p["type"] == "text" for p in system_parts)
+        # An opaque part kept from the input may have no "type" at all.
+        texts_only = all(p.get("type") == "text" for p in system_parts)
         if texts_only and not system_as_parts:
             payload["system"] = "\n\n".join(p["text"] for p in system_parts)
         else:

@@ -22,7 +22,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeGuard
 
-from ds4_context_core._exceptions import InteropFormatError
+from ds4_context_core._exceptions import HistoryRecordError, InteropFormatError
+from ds4_context_core._history._decode import HISTORY_MAX_NESTING_DEPTH, check_message_nesting
 from ds4_context_core._history._model import (
     ArtifactReferenceBlock,
     CanonicalBlock,
@@ -49,6 +50,7 @@ __all__ = [
     "fail",
     "fields_of",
     "reference_text",
+    "require_items",
     "require_mapping",
     "require_str",
 ]
@@ -61,8 +63,8 @@ PARTS_MARK: Final = "__ds4_content_parts"
 ARGUMENTS_TEXT_MARK: Final = "__ds4_arguments_text"
 # Kept in a fields block: the ids of the calls that were OpenAI custom tool calls (free-form input).
 CUSTOM_CALLS_MARK: Final = "__ds4_custom_calls"
-# Deeper than this, a provider message is refused instead of walked (no format nests half as deep).
-PLAIN_MAX_DEPTH: Final = 128
+# Deeper than this, a provider message is refused instead of walked: the history decoders' own limit.
+PLAIN_MAX_DEPTH: Final = HISTORY_MAX_NESTING_DEPTH
 # The value under these keys is a tool's input: its nulls are the caller's, kept as they are.
 _VERBATIM_KEYS: Final = frozenset({"input"})
 INTEROP_ERROR_CODES: Final = (
@@ -72,7 +74,9 @@ INTEROP_ERROR_CODES: Final = (
     "interop-tool-call-invalid",
     "interop-tool-result-invalid",
     "interop-block-unsupported",
+    "interop-nesting-too-deep",
 )
+_TOO_DEEP: Final = f"values nest deeper than {HISTORY_MAX_NESTING_DEPTH} levels"
 
 
 def fail(code: str, detail: str, path: str) -> InteropFormatError:
@@ -84,7 +88,7 @@ def _plain(value: Any, path: str, depth: int) -> Any:
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     if depth > PLAIN_MAX_DEPTH:
-        raise fail("interop-message-invalid", f"nested deeper than {PLAIN_MAX_DEPTH} levels", path)
+        raise fail("interop-nesting-too-deep", _TOO_DEEP, path)
     if isinstance(value, Mapping):
         return {
             key: item if key in _VERBATIM_KEYS else _plain(item, path, depth + 1)
@@ -134,6 +138,13 @@ def require_mapping(value: Any, path: str, code: str = "interop-message-invalid"
     return value
 
 
+def require_items(value: Any, noun: str) -> Iterable[Any]:
+    """The top-level list of a payload; anything not iterable (or a string, bytes, an object) is refused."""
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Iterable):
+        raise fail("interop-message-invalid", f"{noun} must be a list", "$")
+    return value
+
+
 def require_str(value: Any, path: str, code: str) -> str:
     if not isinstance(value, str):
         raise fail(code, f"expected a string, got {type(value).__name__[:40]}", path)
@@ -150,6 +161,8 @@ def arguments_from_text(text: Any, path: str) -> dict[str, Any]:
         parsed = json.loads(text)
     except ValueError:
         return {RAW_ARGUMENTS_KEY: text}
+    except RecursionError:
+        raise fail("interop-nesting-too-deep", "tool call arguments: " + _TOO_DEEP, path) from None
     if isinstance(parsed, dict) and RAW_ARGUMENTS_KEY not in parsed:
         return parsed
     return {RAW_ARGUMENTS_KEY: text}
@@ -161,7 +174,10 @@ def arguments_to_text(arguments: Mapping[str, Any], original: Any = None) -> str
     raw = arguments.get(RAW_ARGUMENTS_KEY)
     if isinstance(raw, str) and len(arguments) == 1:
         return raw
-    written = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    try:
+        written = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        raise fail("interop-nesting-too-deep", "tool call arguments: " + _TOO_DEEP, "$") from None
     if isinstance(original, str) and original != written and _same_json(original, arguments):
         return original
     return written
@@ -192,6 +208,8 @@ def arguments_object(arguments: Mapping[str, Any], path: str) -> dict[str, Any]:
             parsed = json.loads(raw)
         except ValueError:
             parsed = None
+        except RecursionError:
+            raise fail("interop-nesting-too-deep", "tool call arguments: " + _TOO_DEEP, path) from None
         if isinstance(parsed, dict):
             return parsed
         raise fail("interop-tool-call-invalid", "tool call arguments are not a JSON object", path)
@@ -255,30 +273,40 @@ class MessageFactory:
             fields_block = OpaqueProviderBlock(original_type=f"{self.fmt}:fields", value=dict(fields))
             all_blocks = (*all_blocks, fields_block)
         entry_id = f"{self.entry_prefix}{len(self.messages):06d}"
-        atomic = False
+        atomic = nested = False
         for block in all_blocks:
             kind = type(block)
             if kind is ToolCallBlock:
                 self.tool_names[block.id] = block.name  # type: ignore[union-attr]
-                atomic = True
+                atomic = nested = True
             elif kind is ToolResultBlock:
                 atomic = True
-        self.messages.append(
-            CanonicalMessage(
-                id=f"{self.session_id}:{entry_id}",
-                source_entry_id=entry_id,
-                role=role,
-                blocks=all_blocks,
-                provenance=Provenance(
-                    source=self._source,
-                    session_id=self.session_id,
-                    entry_id=entry_id,
-                    original_role=original_role,
-                    runtime_id=self.runtime_id,
-                ),
-                flags=_ATOMIC_FLAGS if atomic else _NO_FLAGS,  # frozen: one instance serves every message
-            )
+            elif kind is OpaqueProviderBlock:
+                nested = True
+        message = CanonicalMessage(
+            id=f"{self.session_id}:{entry_id}",
+            source_entry_id=entry_id,
+            role=role,
+            blocks=all_blocks,
+            provenance=Provenance(
+                source=self._source,
+                session_id=self.session_id,
+                entry_id=entry_id,
+                original_role=original_role,
+                runtime_id=self.runtime_id,
+            ),
+            flags=_ATOMIC_FLAGS if atomic else _NO_FLAGS,  # frozen: one instance serves every message
         )
+        if nested:  # only arguments and opaque values nest; text blocks cannot pass the limit
+            try:
+                # The history decoders refuse deeper messages, so a converter never makes one.
+                check_message_nesting((message,))
+            except HistoryRecordError:
+                index = len(self.messages)
+                raise fail(
+                    "interop-nesting-too-deep", f"canonical message {index}: {_TOO_DEEP}", "$"
+                ) from None
+        self.messages.append(message)
 
     def tool_name(self, call_id: str) -> str:
         return self.tool_names.get(call_id, "")

@@ -20,7 +20,13 @@ from ds4_context_core.privacy import PrivacyPolicy
 
 from ._sse import SseEvent
 from ._streaming import StreamAssembler, StreamEvent, TextDelta, ToolCallDelta, stream_error
-from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
+from ._transport import (
+    DEFAULT_REQUEST_TIMEOUT_S,
+    HttpTransport,
+    ProviderResponseError,
+    UsageCallback,
+    answer_as,
+)
 from ._types import CompletionOutput, OutputToolCall
 
 __all__ = [
@@ -271,7 +277,7 @@ class AnthropicMessagesTransport(HttpTransport):
         return _MessagesStream()
 
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
-        response = msgspec.convert(body, _MessageResponse)
+        response = answer_as(body, _MessageResponse)
         texts: list[str] = []
         calls: list[OutputToolCall] = []
         for block in response.content:

@@ -26,7 +26,13 @@ from ds4_context_core.privacy import PrivacyPolicy, privacy_policy_version
 from ._local import LocalProviderDefinition
 from ._sse import SseEvent
 from ._streaming import StreamAssembler, StreamCallback, StreamEvent, TextDelta, ToolCallDelta, stream_error
-from ._transport import DEFAULT_REQUEST_TIMEOUT_S, HttpTransport, ProviderResponseError, UsageCallback
+from ._transport import (
+    DEFAULT_REQUEST_TIMEOUT_S,
+    HttpTransport,
+    ProviderResponseError,
+    UsageCallback,
+    answer_as,
+)
 from ._types import CompletionOutput, OutputToolCall
 
 __all__ = [
@@ -189,7 +195,7 @@ class OpenAIChatTransport(HttpTransport):
         return _ChatStream()
 
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
-        response = msgspec.convert(body, _ChatResponse)
+        response = answer_as(body, _ChatResponse)
         if not response.choices:
             raise ProviderResponseError("provider-response-invalid", "the answer has no choices")
         choice = response.choices[0]
@@ -558,7 +564,7 @@ class OpenAIResponsesTransport(HttpTransport):
         return self._payload(request, self.continuation_start(request))
 
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
-        response = msgspec.convert(body, _ResponsesResponse)
+        response = answer_as(body, _ResponsesResponse)
         texts: list[str] = []
         calls: list[OutputToolCall] = []
         for item in response.output:

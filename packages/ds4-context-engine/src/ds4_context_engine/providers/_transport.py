@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Final, Self
+from typing import Any, ClassVar, Final, Self, TypeVar
 
 import anyio
 import httpx
@@ -62,11 +62,23 @@ __all__ = [
     "parse_retry_after_ms",
 ]
 
+_Shape = TypeVar("_Shape")
+
 DEFAULT_REQUEST_TIMEOUT_S: Final = 120.0
 PROVIDER_RESPONSE_MAX_BYTES: Final = 32 * 1024 * 1024
 _HEADER_FORBIDDEN: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 UsageCallback = Callable[[UsageObservation], None]
+
+
+def answer_as(body: Any, shape: type[_Shape]) -> _Shape:
+    """``body`` (decoded JSON) read as ``shape``; any other shape is :class:`ProviderResponseError`."""
+    try:
+        return msgspec.convert(body, shape)
+    except (msgspec.ValidationError, RecursionError):
+        raise ProviderResponseError(
+            "provider-response-invalid", "the answer does not have the documented shape"
+        ) from None
 
 
 def _elapsed_ms(started: float) -> float:
@@ -368,7 +380,7 @@ class HttpTransport:
             )
         try:
             return msgspec.json.decode(content)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # RecursionError: JSON nested past the stack
             return CompletionFailure(
                 kind="invalid-response", reason="the answer is not valid JSON", http_status=200
             )
