@@ -304,3 +304,28 @@ def test_deeply_nested_input_is_refused_with_a_code_not_a_recursion_error():
     with pytest.raises(InteropFormatError) as caught:
         from_openai_chat([{"role": "user", "content": "x", "extra": nested}], session_id="s")
     assert caught.value.code == "interop-nesting-too-deep"
+
+
+def test_anthropic_signed_and_redacted_thinking_round_trip_byte_for_byte():
+    blocks = [
+        anthropic_types.ThinkingBlock(type="thinking", thinking="Check a.py first.", signature="sig-abc"),
+        anthropic_types.RedactedThinkingBlock(type="redacted_thinking", data="opaque-data"),
+        anthropic_types.TextBlock(type="text", text="Reading."),
+        anthropic_types.ToolUseBlock(type="tool_use", id="toolu_1", name="read", input={"path": "a.py"}),
+    ]
+    payload = {
+        "messages": [
+            {"role": "user", "content": "Read a.py"},
+            {"role": "assistant", "content": blocks},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}]},
+        ]
+    }
+    history = from_anthropic_messages(payload, session_id="s")
+    _assert_complete(history)
+    sent = to_anthropic_messages(history)
+    expected = [block.model_dump(mode="json", exclude_none=True) for block in blocks]
+    assert sent["messages"][1]["content"] == expected
+    # Another format gets neither the signature nor the redacted data, and no empty message.
+    chat = to_openai_chat(history)
+    assert "sig-abc" not in str(chat) and "opaque-data" not in str(chat)
+    assert all(message.get("content") or message.get("tool_calls") for message in chat)
