@@ -327,5 +327,6 @@ def test_anthropic_signed_and_redacted_thinking_round_trip_byte_for_byte():
     assert sent["messages"][1]["content"] == expected
     # Another format gets neither the signature nor the redacted data, and no empty message.
     chat = to_openai_chat(history)
-    assert "sig-abc" not in str(chat) and "opaque-data" not in str(chat)
+    assert "sig-abc" not in str(chat)
+    assert "opaque-data" not in str(chat)
     assert all(message.get("content") or message.get("tool_calls") for message in chat)
