@@ -6,6 +6,7 @@ Every case here ends in a documented error or issue with a stable code, never a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -54,6 +55,23 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and fork-
 
 async def _transport(request):
     return {"role": "assistant", "content": "ok"}
+
+
+@pytest.fixture(autouse=True)
+def _stores_are_closed(monkeypatch):
+    """Each store a test opens is closed after it (Python 3.13 warns about an unclosed database)."""
+    opened = []
+    real = open_derived_store
+
+    def tracking(*args, **kwargs):
+        store = real(*args, **kwargs)
+        opened.append(store)
+        return store
+
+    monkeypatch.setitem(globals(), "open_derived_store", tracking)
+    yield
+    for store in opened:
+        store.close()
 
 
 def _header(cwd: str, session_id: str = "s1") -> bytes:
@@ -365,7 +383,7 @@ def test_concurrent_rebuilds_never_report_corruption(tmp_path):
         events = stdout.strip().split(",")
         assert "derived-store-corrupt-rebuilt" not in events
         assert events.count("derived-store-rebuilt") == 15
-    with sqlite3.connect(store_path) as connection:
+    with contextlib.closing(sqlite3.connect(store_path)) as connection:
         assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     store = open_derived_store(store_path)
     assert store.index_file(session).mode in ("unchanged", "full")
