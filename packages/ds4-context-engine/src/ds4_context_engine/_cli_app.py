@@ -4,7 +4,6 @@ It imports typer, rich and core when it is first used; ``ds4-context version`` n
 """
 
 import inspect
-import json
 import shutil
 import tempfile
 from collections import Counter
@@ -23,7 +22,7 @@ from typer.core import TyperGroup
 from ds4_context_core import Ds4ContextError, ModelDescriptor
 
 from ._version import __version__
-from .cli import DEMO_WINDOW_TOKENS, EXIT_ERROR, EXIT_FAILED, EXIT_FALLBACK, EXIT_USAGE
+from .cli import DEMO_WINDOW_TOKENS, EXIT_ERROR, EXIT_FAILED, EXIT_FALLBACK, EXIT_INTERNAL, EXIT_USAGE
 
 if TYPE_CHECKING:
     from .commands import ContextWorkspace
@@ -42,24 +41,47 @@ _UsageError: Final[type[Exception]] = next(
 )
 
 
+# what click itself raises to end a command (an exit status, ^C, a usage or file error it prints)
+_CLICK_OUTCOMES: Final[tuple[type[BaseException], ...]] = (
+    typer.Exit,
+    typer.Abort,
+    next(base for base in _UsageError.__mro__ if base.__name__ == "ClickException"),
+)
+
+
 @contextmanager
-def _usage_status() -> Iterator[None]:
+def _outcomes() -> Iterator[None]:
+    """Usage errors exit with :data:`EXIT_USAGE`; any exception no command expected, with one line.
+
+    The last resort names the exception's type only: its message may quote a session, a prompt or a
+    payload, and a traceback would print the local values of the frames that held them.
+    """
     try:
         yield
     except _UsageError as error:
         error.exit_code = EXIT_USAGE  # type: ignore[attr-defined] # click says 2; ds4-context keeps 2 for coded errors
         raise
+    except _CLICK_OUTCOMES:
+        raise
+    except Exception as error:
+        typer.echo(
+            f"error [internal-error]: unexpected {type(error).__name__} (a bug in ds4-context; the "
+            "message is not shown, as it may hold session content)",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INTERNAL) from None
 
 
 class _Group(TyperGroup):
-    """The root group: a command line click cannot parse exits with :data:`EXIT_USAGE`."""
+    """The root group: a command line click cannot parse exits with :data:`EXIT_USAGE`, and an
+    unexpected exception with :data:`EXIT_INTERNAL` and one line, never a traceback."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
-        with _usage_status():
+        with _outcomes():
             return super().make_context(*args, **kwargs)
 
     def invoke(self, ctx: Any) -> Any:
-        with _usage_status():
+        with _outcomes():
             return super().invoke(ctx)
 
 
@@ -188,10 +210,9 @@ def _model(
 def _load_config(path: Path | None) -> Any:
     if path is None:
         return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise _fail("config-unreadable", "the config file is not readable JSON") from None
+    from ._config_file import read_config_file  # noqa: PLC0415 - only with --config
+
+    return _guard(lambda: read_config_file(path))
 
 
 @contextmanager
