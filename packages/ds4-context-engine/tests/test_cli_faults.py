@@ -282,3 +282,22 @@ def test_ordinary_outcomes_keep_their_status(coding):
     missing = runner.invoke(app, ["status", str(coding) + ".missing", "--no-store"])
     assert missing.exit_code == EXIT_ERROR
     assert missing.stderr.startswith("error [pi-session-not-found]")
+
+
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [
+        ('raise RuntimeError("sk-live-SECRET at import")\n', "hostile_target:factory"),
+        ('def factory():\n    raise OSError("sk-live-SECRET in the factory")\n', "hostile_target:factory"),
+    ],
+    ids=["raises-at-import", "factory-function-raises"],
+)
+def test_a_conformance_target_that_raises_is_a_coded_error(source, target, tmp_path, monkeypatch):
+    (tmp_path / "hostile_target.py").write_text(source, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "hostile_target", raising=False)
+    result = runner.invoke(app, ["conformance", target])
+    assert result.exit_code == EXIT_ERROR
+    _one_error_line(result.stderr, "conformance-target-raised")
+    assert "SECRET" not in result.output
+    assert "SECRET" not in result.stderr

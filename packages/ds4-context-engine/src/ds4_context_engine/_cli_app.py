@@ -683,10 +683,23 @@ def _run_conformance(target: str | None, backend: str) -> Any:
     factory = (
         pi_session_conformance_factory()
         if target is None
-        else _guard(lambda: load_conformance_factory(target))
+        else _guard(lambda: _load_target(load_conformance_factory, target))
     )
     selected: Literal["asyncio", "trio"] = "trio" if backend == "trio" else "asyncio"
     return run_runtime_adapter_conformance_sync(factory, backend=selected)
+
+
+def _load_target(load: Callable[[str], Any], target: str) -> Any:
+    """The factory ``target`` names; a module that raises while it is imported is the user's code, not a
+    ds4-context bug, so it gets its own code (its type named, its message not: it may hold anything)."""
+    try:
+        return load(target)
+    except Ds4ContextError:
+        raise
+    except Exception as error:
+        raise _fail(
+            "conformance-target-raised", f"importing or calling the target raised {type(error).__name__}"
+        ) from None
 
 
 def _trio_installed() -> bool:
