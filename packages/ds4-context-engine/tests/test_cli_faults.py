@@ -301,3 +301,20 @@ def test_a_conformance_target_that_raises_is_a_coded_error(source, target, tmp_p
     _one_error_line(result.stderr, "conformance-target-raised")
     assert "SECRET" not in result.output
     assert "SECRET" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["--json", "--tables"])
+def test_a_reader_that_goes_away_ends_the_command_quietly(command, coding):
+    # `ds4-context ... | head -1`: stdout is a pipe nobody reads any more
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "ds4_context_engine", "included", str(coding), "--no-store"]
+            + ["--model", "openai:gpt-4.1-mini", "--window", "4000"]
+            + (["--json"] if command == "--json" else []),
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (1, "")

@@ -4,7 +4,9 @@ It imports typer, rich and core when it is first used; ``ds4-context version`` n
 """
 
 import inspect
+import os
 import shutil
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -33,6 +35,7 @@ _BAR_WIDTH: Final = 60
 _DEMO_PANEL_LINES: Final = 24
 _DEMO_RESTORE_ROWS: Final = 8
 _DEMO_WINDOW_CANDIDATES: Final = (20_000, 24_000, 16_000, 28_000, 32_000, 40_000, 48_000)
+_EXIT_PIPE_CLOSED: Final = 1  # what rich does when the reader of its output goes away
 _R = TypeVar("_R")
 
 # click's UsageError, found through typer's public BadParameter (typer may vendor click or use it)
@@ -63,6 +66,10 @@ def _outcomes() -> Iterator[None]:
         raise
     except _CLICK_OUTCOMES:
         raise
+    except BrokenPipeError:
+        # the reader went away (`| head`): nothing to report, and the same exit rich uses for its tables
+        _silence_stdout()
+        raise typer.Exit(_EXIT_PIPE_CLOSED) from None
     except Exception as error:
         typer.echo(
             f"error [internal-error]: unexpected {type(error).__name__} (a bug in ds4-context; the "
@@ -70,6 +77,17 @@ def _outcomes() -> Iterator[None]:
             err=True,
         )
         raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's final flush does not fail again."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test runner's buffer)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, descriptor)
+    os.close(null)
 
 
 class _Group(TyperGroup):
