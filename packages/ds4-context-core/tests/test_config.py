@@ -104,3 +104,41 @@ def test_json_schema_is_exported_with_every_section():
 def test_configs_are_frozen():
     with pytest.raises(ValueError, match="frozen"):
         PruningConfig().head_chars = 3  # type: ignore[misc]
+
+
+def _nested_list(depth):
+    outer = current = []
+    for _ in range(depth):
+        inner = []
+        current.append(inner)
+        current = inner
+    return outer
+
+
+def _nested_mapping(depth):
+    outer = current = {}
+    for _ in range(depth):
+        inner = {}
+        current["a"] = inner
+        current = inner
+    return outer
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"pruning": {"read_only_tools": _nested_list(100_000)}},
+            ("config-value-invalid", "pruning.read_only_tools"),
+        ),
+        ({"budget": _nested_mapping(100_000)}, ("config-key-unknown", "budget.a")),
+        ({"privacy": {"enabled": _nested_mapping(100_000)}}, ("config-value-invalid", "privacy.enabled")),
+        (_nested_mapping(100_000), ("config-key-unknown", "a")),
+    ],
+    ids=["list-in-a-list-field", "mapping-in-a-section", "mapping-in-a-switch", "unknown-top-level"],
+)
+def test_a_mapping_nested_100000_deep_gives_a_warning_not_recursion_error(data, expected):
+    # a host may pass what its own parser built (TOML, YAML, a settings service): depth alone never raises
+    result = load_config(data)
+    assert [(warning.code, warning.path) for warning in result.warnings] == [expected]
+    assert result.config == Ds4ContextConfig()

@@ -10,7 +10,7 @@ from pathlib import Path
 FIXTURES = Path(__file__).parent / "fixtures" / "pi"
 
 
-def test_a_deeply_nested_config_file_exits_with_config_unreadable(tmp_path):
+def test_a_deeply_nested_config_file_exits_with_config_too_deep(tmp_path):
     session = tmp_path / "coding.jsonl"
     shutil.copy(FIXTURES / "v3-coding.jsonl", session)
     config = tmp_path / "deep.json"
@@ -32,5 +32,5 @@ def test_a_deeply_nested_config_file_exits_with_config_unreadable(tmp_path):
         check=False,
     )
     assert "Traceback" not in done.stderr
-    assert "error [config-unreadable]" in done.stderr
+    assert "error [config-too-deep]" in done.stderr
     assert done.returncode not in (0, 1)

@@ -4,8 +4,9 @@ It imports typer, rich and core when it is first used; ``ds4-context version`` n
 """
 
 import inspect
-import json
+import os
 import shutil
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from typer.core import TyperGroup
 from ds4_context_core import Ds4ContextError, ModelDescriptor
 
 from ._version import __version__
-from .cli import DEMO_WINDOW_TOKENS, EXIT_ERROR, EXIT_FAILED, EXIT_FALLBACK, EXIT_USAGE
+from .cli import DEMO_WINDOW_TOKENS, EXIT_ERROR, EXIT_FAILED, EXIT_FALLBACK, EXIT_INTERNAL, EXIT_USAGE
 
 if TYPE_CHECKING:
     from .commands import ContextWorkspace
@@ -34,6 +35,7 @@ _BAR_WIDTH: Final = 60
 _DEMO_PANEL_LINES: Final = 24
 _DEMO_RESTORE_ROWS: Final = 8
 _DEMO_WINDOW_CANDIDATES: Final = (20_000, 24_000, 16_000, 28_000, 32_000, 40_000, 48_000)
+_EXIT_PIPE_CLOSED: Final = 1  # what rich does when the reader of its output goes away
 _R = TypeVar("_R")
 
 # click's UsageError, found through typer's public BadParameter (typer may vendor click or use it)
@@ -42,24 +44,62 @@ _UsageError: Final[type[Exception]] = next(
 )
 
 
+# what click itself raises to end a command (an exit status, ^C, a usage or file error it prints)
+_CLICK_OUTCOMES: Final[tuple[type[BaseException], ...]] = (
+    typer.Exit,
+    typer.Abort,
+    next(base for base in _UsageError.__mro__ if base.__name__ == "ClickException"),
+)
+
+
 @contextmanager
-def _usage_status() -> Iterator[None]:
+def _outcomes() -> Iterator[None]:
+    """Usage errors exit with :data:`EXIT_USAGE`; any exception no command expected, with one line.
+
+    The last resort names the exception's type only: its message may quote a session, a prompt or a
+    payload, and a traceback would print the local values of the frames that held them.
+    """
     try:
         yield
     except _UsageError as error:
         error.exit_code = EXIT_USAGE  # type: ignore[attr-defined] # click says 2; ds4-context keeps 2 for coded errors
         raise
+    except _CLICK_OUTCOMES:
+        raise
+    except BrokenPipeError:
+        # the reader went away (`| head`): nothing to report, and the same exit rich uses for its tables
+        _silence_stdout()
+        raise typer.Exit(_EXIT_PIPE_CLOSED) from None
+    except Exception as error:
+        typer.echo(
+            f"error [internal-error]: unexpected {type(error).__name__} (a bug in ds4-context; the "
+            "message is not shown, as it may hold session content)",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's final flush does not fail again."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test runner's buffer)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, descriptor)
+    os.close(null)
 
 
 class _Group(TyperGroup):
-    """The root group: a command line click cannot parse exits with :data:`EXIT_USAGE`."""
+    """The root group: a command line click cannot parse exits with :data:`EXIT_USAGE`, and an
+    unexpected exception with :data:`EXIT_INTERNAL` and one line, never a traceback."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
-        with _usage_status():
+        with _outcomes():
             return super().make_context(*args, **kwargs)
 
     def invoke(self, ctx: Any) -> Any:
-        with _usage_status():
+        with _outcomes():
             return super().invoke(ctx)
 
 
@@ -188,10 +228,9 @@ def _model(
 def _load_config(path: Path | None) -> Any:
     if path is None:
         return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested past Python's limit
-        raise _fail("config-unreadable", "the config file is not readable JSON") from None
+    from ._config_file import read_config_file  # noqa: PLC0415 - only with --config
+
+    return _guard(lambda: read_config_file(path))
 
 
 @contextmanager
@@ -662,10 +701,23 @@ def _run_conformance(target: str | None, backend: str) -> Any:
     factory = (
         pi_session_conformance_factory()
         if target is None
-        else _guard(lambda: load_conformance_factory(target))
+        else _guard(lambda: _load_target(load_conformance_factory, target))
     )
     selected: Literal["asyncio", "trio"] = "trio" if backend == "trio" else "asyncio"
     return run_runtime_adapter_conformance_sync(factory, backend=selected)
+
+
+def _load_target(load: Callable[[str], Any], target: str) -> Any:
+    """The factory ``target`` names; a module that raises while it is imported is the user's code, not a
+    ds4-context bug, so it gets its own code (its type named, its message not: it may hold anything)."""
+    try:
+        return load(target)
+    except Ds4ContextError:
+        raise
+    except Exception as error:
+        raise _fail(
+            "conformance-target-raised", f"importing or calling the target raised {type(error).__name__}"
+        ) from None
 
 
 def _trio_installed() -> bool:

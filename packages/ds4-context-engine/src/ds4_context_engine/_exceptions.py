@@ -24,6 +24,7 @@ or response bodies. Users import each class from the public module named on its 
     ├── ToolLifecycleError(RuntimeError)              a malformed or conflicting tool event    .runtime
     ├── DroppedMcpEntryError                          one MCP entry dropped (caught inside parse_mcp_servers)
     ├── BodyTooLargeError(ValueError)                 internal: an answer past the size cap
+    ├── ConfigFileError(ValueError)                   internal: a --config file the CLI refused
     ├── UndecodableBodyError(ValueError)              internal: an answer that does not decode
     ├── StreamFailureError                            internal: an error event inside a stream
     └── StreamCallbackError                           internal: the caller's on_event raised
@@ -199,3 +200,7 @@ class StreamCallbackError(Ds4ContextError):
 
     def __init__(self) -> None:
         super().__init__("provider-stream-callback-failed", "the event callback raised")
+
+
+class ConfigFileError(Ds4ContextError, ValueError):
+    """Internal: a ``--config`` file the CLI cannot use (printed as ``error [code]: ...``, never quoted)."""

@@ -20,7 +20,16 @@ if TYPE_CHECKING:
 
     app: typer.Typer
 
-__all__ = ["DEMO_WINDOW_TOKENS", "EXIT_ERROR", "EXIT_FAILED", "EXIT_FALLBACK", "EXIT_USAGE", "app", "main"]
+__all__ = [
+    "DEMO_WINDOW_TOKENS",
+    "EXIT_ERROR",
+    "EXIT_FAILED",
+    "EXIT_FALLBACK",
+    "EXIT_INTERNAL",
+    "EXIT_USAGE",
+    "app",
+    "main",
+]
 
 EXIT_FAILED: Final = 1
 """``conformance`` ran and a case failed."""
@@ -30,6 +39,8 @@ EXIT_FALLBACK: Final = 3
 """``plan`` printed its plan, but the planner fell back."""
 EXIT_USAGE: Final = 64
 """The command line cannot work as written (``EX_USAGE`` of sysexits.h)."""
+EXIT_INTERNAL: Final = 70
+"""An exception no command expected (``EX_SOFTWARE``): one line naming its type, ``internal-error``."""
 DEMO_WINDOW_TOKENS: Final = 20_000
 
 _VERSION_ARGUMENTS: Final = (["version"], ["--version"])
