@@ -33,7 +33,7 @@ from ds4_context_core.tokens import (
     read_reported_input,
 )
 from ds4_context_engine._exceptions import DerivedStoreError, PiSessionError
-from ds4_context_engine.pi import PiEntry, PiSession, build_pi_context
+from ds4_context_engine.pi import PiEntry, PiSession, build_pi_context, pi_reported_usages
 from ds4_context_engine.store import CALIBRATION_RETENTION, DerivedStore
 
 __all__ = [
@@ -47,8 +47,6 @@ __all__ = [
 _USAGE_INVALID: Final = "token-calibration-sample-invalid"
 _NO_BASELINE: Final = "token-calibration-no-baseline"
 _STORE_FAILED: Final = "derived-store-failed"
-# Calls that ended in an error or were aborted may report partial or zero usage: no signal.
-_NO_SIGNAL_STOPS: Final = frozenset({"error", "aborted"})
 
 
 class CalibrationScan(msgspec.Struct, frozen=True, kw_only=True):
@@ -90,30 +88,18 @@ class _Call(msgspec.Struct, frozen=True):
 
 
 def _usage_calls(session: PiSession, skipped: Counter[str]) -> tuple[list[_Call], int]:
-    """Assistant messages with usable usage, in file order, and how many carried usage at all."""
+    """Assistant messages with usable usage, in file order, and how many carried usage at all.
+
+    A call that ended in an error or was aborted may report partial or zero usage: no signal.
+    """
     calls: list[_Call] = []
-    with_usage = 0
-    for entry in session.entries:
-        if entry.type != "message":
-            continue
-        message = entry.data.get("message")
-        if not isinstance(message, dict) or message.get("role") != "assistant" or "usage" not in message:
-            continue
-        with_usage += 1
-        actual = pi_usage_input_tokens(message["usage"])
-        provider, model = message.get("provider"), message.get("model")
-        if (
-            actual is None
-            or message.get("stopReason") in _NO_SIGNAL_STOPS
-            or not isinstance(provider, str)
-            or not isinstance(model, str)
-            or not provider
-            or not model
-        ):
+    usages = pi_reported_usages(session)
+    for usage in usages:
+        if usage.input_tokens is None or not usage.complete or usage.provider is None or usage.model is None:
             skipped[_USAGE_INVALID] += 1
             continue
-        calls.append(_Call(entry, calibration_profile(provider, model), actual))
-    return calls, with_usage
+        calls.append(_Call(usage.entry, calibration_profile(usage.provider, usage.model), usage.input_tokens))
+    return calls, len(usages)
 
 
 def _previous_calls(session: PiSession, calls: list[_Call]) -> dict[str, str]:

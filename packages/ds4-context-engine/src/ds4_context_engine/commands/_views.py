@@ -7,11 +7,18 @@ Each returns metadata only (ids, kinds, sizes, counts, codes). The text of a sum
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import Final
 
 from ds4_context_core.summaries import SUMMARY_CONTRACT_VERSION, SummaryValidation, validate_summary
 from ds4_context_engine._exceptions import CommandError
-from ds4_context_engine.pi import PiEntry, PiSession
+from ds4_context_engine.pi import (
+    PiEntry,
+    PiSession,
+    PiSummary,
+    pi_entry_texts,
+    pi_is_tool_output,
+    pi_summaries,
+)
 from ds4_context_engine.store import ARTIFACT_THRESHOLD_CHARS
 
 from ._planned import context_compact_preview
@@ -29,59 +36,7 @@ from ._workspace import ContextWorkspace
 
 __all__ = ["context_artifacts", "context_compaction", "context_retrieved", "context_summaries"]
 
-_SUMMARY_KINDS: Final = {"compaction": "compaction", "branch_summary": "branch-summary"}
-# Message roles whose entries the store may keep as artifacts (large tool outputs).
-_ARTIFACT_ROLES: Final = frozenset({"toolResult", "bashExecution"})
 _NO_MODEL: Final = "no model: pass --model provider:model --window N to see whether a plan would compact"
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """The strings of a JSON value (tool arguments, details), depth first; other scalars as text."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-    elif isinstance(value, bool | int | float):
-        yield str(value)
-
-
-def _content_texts(content: Any) -> Iterator[str]:
-    if isinstance(content, str):
-        yield content
-        return
-    if not isinstance(content, list):
-        return
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        for key in ("text", "thinking"):
-            if isinstance(block.get(key), str):
-                yield block[key]
-        if block.get("type") == "toolCall":
-            if isinstance(block.get("name"), str):
-                yield block["name"]
-            yield from _strings(block.get("arguments"))
-
-
-def _entry_texts(entry: PiEntry) -> Iterator[str]:
-    """Everything a summary of this entry could quote: message text, tool calls and outputs, summaries."""
-    data = entry.data
-    if entry.type == "message" and isinstance(data.get("message"), dict):
-        message = data["message"]
-        yield from _content_texts(message.get("content"))
-        for key in ("command", "output", "summary", "toolName"):
-            if isinstance(message.get(key), str):
-                yield message[key]
-    elif entry.type in _SUMMARY_KINDS:
-        if isinstance(data.get("summary"), str):
-            yield data["summary"]
-        yield from _strings(data.get("details"))
-    elif entry.type == "custom_message":
-        yield from _content_texts(data.get("content"))
 
 
 class _Texts:
@@ -93,7 +48,7 @@ class _Texts:
     def __call__(self, entry: PiEntry) -> tuple[str, ...]:
         texts = self._cache.get(entry.id)
         if texts is None:
-            texts = self._cache[entry.id] = tuple(_entry_texts(entry))
+            texts = self._cache[entry.id] = pi_entry_texts(entry)
         return texts
 
 
@@ -104,11 +59,11 @@ def _path_before(session: PiSession, entry: PiEntry) -> tuple[PiEntry, ...]:
     return session.branch(entry.parent_id)[0]
 
 
-def _summary_sources(session: PiSession, entry: PiEntry) -> tuple[PiEntry, ...]:
+def _summary_sources(session: PiSession, summary: PiSummary) -> tuple[PiEntry, ...]:
     """What a summary was made from: the branch before it and, for a branch summary, the branch it left."""
-    path = _path_before(session, entry)
-    from_id = entry.data.get("fromId")
-    if entry.type != "branch_summary" or not isinstance(from_id, str) or session.entry(from_id) is None:
+    path = _path_before(session, summary.entry)
+    from_id = summary.from_id
+    if from_id is None or session.entry(from_id) is None:
         return path
     seen = {item.id for item in path}
     left = tuple(item for item in session.branch(from_id)[0] if item.id not in seen)
@@ -123,16 +78,6 @@ def _problem_labels(verdict: SummaryValidation) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def _tokens_before(entry: PiEntry) -> int | None:
-    value = entry.data.get("tokensBefore")
-    return value if type(value) is int and value >= 0 else None
-
-
-def _summary_text(entry: PiEntry) -> str:
-    summary = entry.data.get("summary")
-    return summary if isinstance(summary, str) else ""
-
-
 def context_summaries(workspace: ContextWorkspace) -> SummariesResult:
     """Every compaction and branch summary in the session file, checked against ``summary-contract-v1``.
 
@@ -143,20 +88,16 @@ def context_summaries(workspace: ContextWorkspace) -> SummariesResult:
     on_branch = frozenset(workspace.context.branch_entry_ids)
     texts = _Texts()
     lines: list[SummaryLine] = []
-    for entry in session.entries:
-        kind = _SUMMARY_KINDS.get(entry.type)
-        if kind is None:
-            continue
-        sources = _summary_sources(session, entry)
-        text = _summary_text(entry)
-        verdict = validate_summary(text, (part for source in sources for part in texts(source)))
+    for summary in pi_summaries(session):
+        sources = _summary_sources(session, summary)
+        verdict = validate_summary(summary.text, (part for source in sources for part in texts(source)))
         lines.append(
             SummaryLine(
-                entry_id=entry.id,
-                kind=kind,
-                on_branch=entry.id in on_branch,
-                chars=len(text),
-                tokens_before=_tokens_before(entry),
+                entry_id=summary.entry.id,
+                kind=summary.kind,
+                on_branch=summary.entry.id in on_branch,
+                chars=len(summary.text),
+                tokens_before=summary.tokens_before,
                 source_entries=len(sources),
                 valid=verdict.valid,
                 problems=_problem_labels(verdict),
@@ -172,21 +113,22 @@ def context_summaries(workspace: ContextWorkspace) -> SummariesResult:
     )
 
 
-def _compaction_line(session: PiSession, entry: PiEntry, *, on_branch: bool, applied: bool) -> CompactionLine:
-    path = _path_before(session, entry)
-    first_kept = entry.data.get("firstKeptEntryId")
-    first_kept_id = first_kept if isinstance(first_kept, str) else None
+def _compaction_line(
+    session: PiSession, compaction: PiSummary, *, on_branch: bool, applied: bool
+) -> CompactionLine:
+    path = _path_before(session, compaction.entry)
+    first_kept_id = compaction.first_kept_entry_id
     position = next((index for index, item in enumerate(path) if item.id == first_kept_id), None)
     return CompactionLine(
-        entry_id=entry.id,
+        entry_id=compaction.entry.id,
         on_branch=on_branch,
         applied=applied,
         first_kept_entry_id=first_kept_id,
         first_kept_found=position is not None,
         cut_entries=len(path) if position is None else position,
         kept_entries=0 if position is None else len(path) - position,
-        tokens_before=_tokens_before(entry),
-        summary_chars=len(_summary_text(entry)),
+        tokens_before=compaction.tokens_before,
+        summary_chars=len(compaction.text),
     )
 
 
@@ -203,12 +145,12 @@ def context_compaction(workspace: ContextWorkspace) -> CompactionResult:
     lines = tuple(
         _compaction_line(
             session,
-            entry,
-            on_branch=entry.id in on_branch,
-            applied=entry.id == context.compaction_entry_id,
+            summary,
+            on_branch=summary.entry.id in on_branch,
+            applied=summary.entry.id == context.compaction_entry_id,
         )
-        for entry in session.entries
-        if entry.type == "compaction"
+        for summary in pi_summaries(session)
+        if summary.kind == "compaction"
     )
     model = workspace.model
     if model is None:
@@ -265,10 +207,8 @@ def context_retrieved(workspace: ContextWorkspace) -> RetrievedResult:
 
 
 def _artifact_entries(session: PiSession) -> Iterator[PiEntry]:
-    for entry in session.entries:
-        message = entry.data.get("message") if entry.type == "message" else None
-        if isinstance(message, dict) and message.get("role") in _ARTIFACT_ROLES:
-            yield entry
+    """The entries the store may keep artifacts of: tool outputs (large ones are stored apart)."""
+    return (entry for entry in session.entries if pi_is_tool_output(entry))
 
 
 def context_artifacts(workspace: ContextWorkspace) -> ArtifactsResult:

@@ -22,6 +22,7 @@ from ._context import (
     pi_message_id,
 )
 from ._convert import canonical_to_pi_message
+from ._custom import PiCustomEntry, append_pi_custom_entry, pi_custom_entries, pi_custom_entry
 from ._index import (
     MEMORY_CUSTOM_TYPE,
     PIN_CUSTOM_TYPE,
@@ -34,6 +35,7 @@ from ._index import (
     PiSessionIndexer,
     pi_index_event,
     pi_index_record,
+    pi_is_tool_output,
 )
 from ._reader import (
     DEFAULT_MAX_PI_SESSION_BYTES,
@@ -51,6 +53,8 @@ from ._reader import (
     read_pi_session,
     read_pi_session_bytes,
 )
+from ._summaries import PiSummary, PiSummaryKind, pi_entry_texts, pi_summaries, pi_summary
+from ._usage import PiReportedUsage, pi_reported_usage, pi_reported_usages
 from ._view import PiRevisionCache, PiSessionView, pi_session_revision
 from ._writer import (
     LEAF,
@@ -84,12 +88,14 @@ __all__ = [
     "RESERVED_ENTRY_FIELDS",
     "UNPIN_CUSTOM_TYPE",
     "PiContext",
+    "PiCustomEntry",
     "PiEntry",
     "PiEntryShape",
     "PiIndexBatch",
     "PiIndexCursor",
     "PiIndexEvent",
     "PiIndexRecord",
+    "PiReportedUsage",
     "PiRevisionCache",
     "PiSession",
     "PiSessionAdapter",
@@ -97,6 +103,9 @@ __all__ = [
     "PiSessionIndexer",
     "PiSessionIssue",
     "PiSessionView",
+    "PiSummary",
+    "PiSummaryKind",
+    "append_pi_custom_entry",
     "append_pi_entries",
     "append_pi_entry",
     "build_pi_context",
@@ -104,11 +113,19 @@ __all__ = [
     "create_pi_session",
     "extend_pi_session",
     "iso_timestamp",
+    "pi_custom_entries",
+    "pi_custom_entry",
+    "pi_entry_texts",
     "pi_index_event",
     "pi_index_record",
+    "pi_is_tool_output",
     "pi_message_id",
+    "pi_reported_usage",
+    "pi_reported_usages",
     "pi_session_conformance_factory",
     "pi_session_revision",
+    "pi_summaries",
+    "pi_summary",
     "read_pi_session",
     "read_pi_session_bytes",
 ]

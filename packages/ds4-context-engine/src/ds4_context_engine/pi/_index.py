@@ -16,6 +16,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from ._custom import pi_custom_entry
 from ._reader import (
     PiEntry,
     PiSession,
@@ -37,6 +38,7 @@ __all__ = [
     "PiSessionIndexer",
     "pi_index_event",
     "pi_index_record",
+    "pi_is_tool_output",
 ]
 
 PIN_CUSTOM_TYPE: Final = "ds4-context.pin"
@@ -132,12 +134,10 @@ def _content_text(content: Any, parts: list[str], *, tool_calls: bool) -> None:
 
 def pi_index_event(entry: PiEntry) -> PiIndexEvent | None:
     """The pin or memory event ``entry`` records, if it is one of ours and well formed."""
-    if entry.type != "custom":
+    custom = pi_custom_entry(entry)
+    if custom is None or not isinstance(custom.value, dict):
         return None
-    kind = entry.data.get("customType")
-    data = entry.data.get("data")
-    if not isinstance(data, dict):
-        return None
+    kind, data = custom.custom_type, custom.value
     target = data.get("entryId")
     item_id = data.get("itemId")
     if kind == PIN_CUSTOM_TYPE and isinstance(target, str):
@@ -152,6 +152,17 @@ def pi_index_event(entry: PiEntry) -> PiIndexEvent | None:
         if isinstance(text, str):
             return PiIndexEvent(kind="memory-add", target=item_id, text=text)
     return None
+
+
+def _message_role(entry: PiEntry) -> str | None:
+    message = entry.data.get("message") if entry.type == "message" else None
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if isinstance(role, str) else None
+
+
+def pi_is_tool_output(entry: PiEntry) -> bool:
+    """Whether ``entry`` is a tool's output (a tool result or a bash run): what a store may keep apart."""
+    return _message_role(entry) in _TOOL_OUTPUT_ROLES
 
 
 def pi_index_record(entry: PiEntry) -> PiIndexRecord:

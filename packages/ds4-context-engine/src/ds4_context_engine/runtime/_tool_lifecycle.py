@@ -23,7 +23,7 @@ import anyio.to_thread
 import msgspec
 
 from ds4_context_core import Ds4ContextError, sha256_hex, stable_hash
-from ds4_context_engine.pi import append_pi_entry, read_pi_session
+from ds4_context_engine.pi import append_pi_custom_entry, pi_custom_entries, read_pi_session
 
 from ._errors import ToolLifecycleError
 
@@ -406,16 +406,12 @@ class PiSessionToolLifecycleStore:
         self.path = Path(path)
 
     def read_records(self) -> list[StoredToolLifecycleRecord]:
-        session = read_pi_session(self.path)
-        entries = [
-            entry
-            for entry in session.entries
-            if entry.type == "custom" and entry.data.get("customType") == TOOL_LIFECYCLE_CUSTOM_TYPE
+        customs = pi_custom_entries(read_pi_session(self.path), TOOL_LIFECYCLE_CUSTOM_TYPE)
+        records = _decode_records(custom.value for custom in customs)
+        return [
+            _with_record_id(record, custom.entry.id) for record, custom in zip(records, customs, strict=True)
         ]
-        records = _decode_records(entry.data.get("data") for entry in entries)
-        return [_with_record_id(record, entry.id) for record, entry in zip(records, entries, strict=True)]
 
     def append_record(self, record: StoredToolLifecycleRecord) -> str:
-        data = msgspec.to_builtins(record)
-        entry = append_pi_entry(self.path, "custom", {"customType": TOOL_LIFECYCLE_CUSTOM_TYPE, "data": data})
+        entry = append_pi_custom_entry(self.path, TOOL_LIFECYCLE_CUSTOM_TYPE, msgspec.to_builtins(record))
         return entry.id

@@ -15,7 +15,7 @@ from ds4_context_engine.pi import (
     PIN_CUSTOM_TYPE,
     UNPIN_CUSTOM_TYPE,
     PiEntry,
-    append_pi_entry,
+    append_pi_custom_entry,
     pi_index_event,
 )
 
@@ -37,11 +37,11 @@ def append_pin_event(path: str | os.PathLike[str], entry_id: str, *, label: str 
     data: dict[str, str] = {"entryId": entry_id}
     if label:
         data["label"] = label
-    return append_pi_entry(path, "custom", {"customType": PIN_CUSTOM_TYPE, "data": data})
+    return append_pi_custom_entry(path, PIN_CUSTOM_TYPE, data)
 
 
 def append_unpin_event(path: str | os.PathLike[str], entry_id: str) -> PiEntry:
-    return append_pi_entry(path, "custom", {"customType": UNPIN_CUSTOM_TYPE, "data": {"entryId": entry_id}})
+    return append_pi_custom_entry(path, UNPIN_CUSTOM_TYPE, {"entryId": entry_id})
 
 
 def append_memory_event(
@@ -52,7 +52,7 @@ def append_memory_event(
         data = {"op": "remove", "itemId": remove_item_id}
     else:
         data = {"op": "add", "itemId": secrets.token_hex(4), "text": text or ""}
-    return append_pi_entry(path, "custom", {"customType": MEMORY_CUSTOM_TYPE, "data": data})
+    return append_pi_custom_entry(path, MEMORY_CUSTOM_TYPE, data)
 
 
 def replay_session_events(
