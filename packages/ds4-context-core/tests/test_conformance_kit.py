@@ -14,7 +14,7 @@ import anyio
 import msgspec
 import pytest
 
-from ds4_context_core import AdapterClosedError, ConformanceError, sha256_hex
+from ds4_context_core import AdapterClosedError, ConformanceError, MessageFlags, sha256_hex
 from ds4_context_core.adapter import (
     AdapterDiagnostic,
     AdapterIdentity,
@@ -187,6 +187,15 @@ class InventsHistory(MemoryAdapter):
         return msgspec.structs.replace(snapshot, messages=(*snapshot.messages, invented))
 
 
+class DropsFlags(MemoryAdapter):
+    """Keeps every block but loses the messages' flags (here, ``atomic`` on the tool call and result)."""
+
+    def _build_snapshot(self) -> Any:
+        snapshot = super()._build_snapshot()
+        bare = tuple(msgspec.structs.replace(message, flags=MessageFlags()) for message in snapshot.messages)
+        return msgspec.structs.replace(snapshot, messages=bare)
+
+
 class SplitsToolGroup(MemoryAdapter):
     def _build_snapshot(self) -> Any:
         snapshot = super()._build_snapshot()
@@ -292,6 +301,7 @@ BROKEN = [
     (SendsAfterSanitizerError, "privacy", "transport-called-after-privacy-failure"),
     (RaisesFromComplete, "fallback", None),
     (InventsHistory, "canonical-history", "history-messages-mismatch"),
+    (DropsFlags, "canonical-history", "history-messages-mismatch"),
     (SplitsToolGroup, "canonical-history", "history-invalid"),
     (WrongRoot, "identity", "trusted-root-mismatch"),
     (ShutdownNotIdempotent, "lifecycle", None),
