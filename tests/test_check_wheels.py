@@ -53,6 +53,41 @@ def test_a_stray_sibling_file_in_a_wheel_fails(dist_copy: Path) -> None:
     assert "ds4_context_core/leaked.py" in output
 
 
+def _member(wheel: Path, member: str) -> bytes:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(member)
+
+
+def test_a_siblings_module_copied_inside_a_wheels_own_package_fails(dist_copy: Path) -> None:
+    walk = _member(_wheel(dist_copy, "ds4_context_core"), "ds4_context_core/_privacy/_walk.py")
+    # The same bytes at the same place, and a copy whose imports were rewritten to the engine's package.
+    rewritten = walk.replace(b"ds4_context_core", b"ds4_context_engine")
+    _tamper(
+        dist_copy,
+        "ds4_context_engine",
+        add={"ds4_context_engine/_privacy/_walk.py": walk, "ds4_context_engine/_privacy_walk.py": rewritten},
+    )
+    code, output = _check(dist_copy)
+    assert code == 1
+    assert "WHL003" not in output, "the copies sit inside the engine's own package"
+    engine = _wheel(dist_copy, "ds4_context_engine").name
+    for copy in ("ds4_context_engine/_privacy/_walk.py", "ds4_context_engine/_privacy_walk.py"):
+        original = "ds4-context-core's ds4_context_core/_privacy/_walk.py"
+        assert f"error WHL015: {engine}: {copy} is a copy of {original}" in output
+
+
+def test_a_siblings_data_file_copied_inside_a_wheels_own_package_fails(dist_copy: Path) -> None:
+    member = "ds4_context_core/_adapter/_conformance/fixture-v1.json"
+    fixture = _member(_wheel(dist_copy, "ds4_context_core"), member)
+    _tamper(
+        dist_copy, "ds4_context_reference_adapter", add={"ds4_context_reference_adapter/kit.json": fixture}
+    )
+    code, output = _check(dist_copy)
+    assert code == 1
+    assert f"ds4_context_reference_adapter/kit.json is a copy of ds4-context-core's {member}" in output
+    assert output.count("error WHL015:") == 1, "the original is not reported as a copy of its copy"
+
+
 def test_a_top_level_stray_file_fails(dist_copy: Path) -> None:
     _tamper(dist_copy, "ds4_context_core", add={"conftest.py": b""})
     code, output = _check(dist_copy)
@@ -218,6 +253,22 @@ def test_a_compiled_wheel_without_the_extension_module_fails(dist_copy: Path, ma
     assert code == 1
     assert "error WHL009:" in output
     assert "no compiled extension module for ds4_context_core/_privacy/_walk" in output
+
+
+def test_every_module_the_build_hook_compiles_must_be_compiled(
+    dist_copy: Path, manylinux_wheel: Path
+) -> None:
+    with zipfile.ZipFile(manylinux_wheel) as archive:
+        names = archive.namelist()
+    # The planner's group (hatch_build.py COMPILED): a shim per module and the group's shared library.
+    index = next(n for n in names if n.startswith("ds4_context_core/_planner/_index.cpython"))
+    library = next(n for n in names if n.startswith("ds4_context_core/_planner/_native__mypyc.cpython"))
+    _repacked(dist_copy, manylinux_wheel, add={}, drop=(index, library))
+    code, output = _check_compiled(dist_copy)
+    assert code == 1
+    assert "no compiled extension module for ds4_context_core/_planner/_index" in output
+    assert "no compiled group library ds4_context_core/_planner/_native__mypyc" in output
+    assert "_planner/_budget" not in output, "the module still compiled is not reported"
 
 
 def test_an_extension_for_another_python_or_place_fails(dist_copy: Path, manylinux_wheel: Path) -> None:

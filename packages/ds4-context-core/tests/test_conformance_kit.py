@@ -14,7 +14,7 @@ import anyio
 import msgspec
 import pytest
 
-from ds4_context_core import AdapterClosedError, ConformanceError, sha256_hex
+from ds4_context_core import AdapterClosedError, ConformanceError, MessageFlags, sha256_hex
 from ds4_context_core.adapter import (
     AdapterDiagnostic,
     AdapterIdentity,
@@ -187,6 +187,15 @@ class InventsHistory(MemoryAdapter):
         return msgspec.structs.replace(snapshot, messages=(*snapshot.messages, invented))
 
 
+class DropsFlags(MemoryAdapter):
+    """Keeps every block but loses the messages' flags (here, ``atomic`` on the tool call and result)."""
+
+    def _build_snapshot(self) -> Any:
+        snapshot = super()._build_snapshot()
+        bare = tuple(msgspec.structs.replace(message, flags=MessageFlags()) for message in snapshot.messages)
+        return msgspec.structs.replace(snapshot, messages=bare)
+
+
 class SplitsToolGroup(MemoryAdapter):
     def _build_snapshot(self) -> Any:
         snapshot = super()._build_snapshot()
@@ -292,6 +301,7 @@ BROKEN = [
     (SendsAfterSanitizerError, "privacy", "transport-called-after-privacy-failure"),
     (RaisesFromComplete, "fallback", None),
     (InventsHistory, "canonical-history", "history-messages-mismatch"),
+    (DropsFlags, "canonical-history", "history-messages-mismatch"),
     (SplitsToolGroup, "canonical-history", "history-invalid"),
     (WrongRoot, "identity", "trusted-root-mismatch"),
     (ShutdownNotIdempotent, "lifecycle", None),
@@ -522,6 +532,82 @@ def test_cli_rejects_bad_targets_with_exit_code_two(
     assert main([target]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: [conformance-target-")
+
+
+# A target module in a user's project directory: it loads, and its factory fails every case on purpose.
+_CWD_TARGET = """\
+from ds4_context_core.conformance import SimpleConformanceFactory
+
+
+def _create(fixture, transport):
+    raise RuntimeError("not built yet")
+
+
+factory = SimpleConformanceFactory(name="cwd-target", create=_create)
+"""
+
+
+def _run_kit(cwd: Path, *args: str, console: bool = False) -> subprocess.CompletedProcess[str]:
+    if console:
+        command = [str(Path(sys.executable).parent / "ds4-context-conformance")]
+    else:
+        command = [sys.executable, "-m", "ds4_context_core.conformance"]
+    env = {key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "PYTHONSAFEPATH"}}
+    return subprocess.run(
+        [*command, *args], cwd=cwd, capture_output=True, text=True, check=False, env=env, timeout=120
+    )
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str], code: str) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: [{code}] ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("target", ["bad:target", "bad.deeper:target", "ds4_context_core.absent_xyz:f"])
+def test_python_dash_m_refuses_a_missing_module_with_exit_two(tmp_path: Path, target: str) -> None:
+    line = _one_error_line(_run_kit(tmp_path, target), "conformance-target-not-found")
+    assert "no such module" in line
+
+
+def test_a_module_that_raises_at_import_is_a_coded_error_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "raising_target.py").write_text('raise RuntimeError("sk-secret-in-message")\n')
+    line = _one_error_line(_run_kit(tmp_path, "raising_target:factory"), "conformance-target-import-failed")
+    assert "raised RuntimeError while it was imported" in line
+    assert "sk-secret-in-message" not in line, "the target's own message may hold anything"
+
+
+def test_a_missing_dependency_of_the_module_is_named(tmp_path: Path) -> None:
+    (tmp_path / "needy_target.py").write_text("import ds4_uninstalled_runtime_xyz\n")
+    result = _run_kit(tmp_path, "needy_target:factory")
+    line = _one_error_line(result, "conformance-target-dependency-missing")
+    assert "'needy_target' imports 'ds4_uninstalled_runtime_xyz', which is not installed" in line
+
+
+@pytest.mark.parametrize("console", [False, True], ids=["python-m", "console-command"])
+def test_a_module_in_the_current_directory_is_found(tmp_path: Path, console: bool) -> None:
+    (tmp_path / "cwd_target.py").write_text(_CWD_TARGET)
+    result = _run_kit(tmp_path, "cwd_target:factory", console=console)
+    assert result.returncode == 1, result.stdout + result.stderr  # loaded and run: its cases fail
+    assert "factory=cwd-target" in result.stdout
+    assert "identity-threw (adapter-create-failed)" in result.stdout
+
+
+def test_the_trio_backend_without_trio_is_one_coded_line(tmp_path: Path) -> None:
+    (tmp_path / "cwd_target.py").write_text(_CWD_TARGET)
+    code = (
+        "import sys; sys.modules['trio'] = None\n"
+        "from ds4_context_core.conformance import main\n"
+        "raise SystemExit(main(['cwd_target:factory', '--backend', 'trio']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120
+    )
+    line = _one_error_line(result, "conformance-backend-unavailable")
+    assert "pip install trio" in line
 
 
 # --- the pytest helper and import hygiene -------------------------------------------------------------

@@ -65,3 +65,6 @@ __all__ = [
 ]
 
 adopt_public_names(__name__, globals())
+
+if __name__ == "__main__":  # ``python -m ds4_context_core.conformance``, the console command's twin
+    raise SystemExit(main())

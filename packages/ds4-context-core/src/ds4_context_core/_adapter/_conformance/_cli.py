@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, Final
@@ -23,6 +24,51 @@ def _escaped(text: str) -> str:
     return text[:_TARGET_PREFIX_CHARS].encode("unicode_escape").decode("ascii")
 
 
+def _is_target_or_parent(missing: str | None, module_name: str) -> bool:
+    """Whether the module Python could not find is the target itself or one of its parent packages."""
+    if missing is None:
+        return True
+    return module_name == missing or module_name.startswith(f"{missing}.")
+
+
+def _import_target_module(module_name: str) -> Any:
+    """Import the target's module; every failure is a :class:`ConformanceTargetError` with a code.
+
+    A module that is missing, one that imports something not installed, and one whose own code raises
+    are three different mistakes, and each gets its own code. Only the exception's type is shown: its
+    message is the target's text and may hold anything.
+    """
+    shown = _escaped(module_name)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if _is_target_or_parent(error.name, module_name):
+            raise ConformanceTargetError(
+                "conformance-target-not-found", f"cannot import module {shown!r}: no such module"
+            ) from None
+        raise ConformanceTargetError(
+            "conformance-target-dependency-missing",
+            f"module {shown!r} imports {_escaped(str(error.name))!r}, which is not installed",
+        ) from None
+    except Exception as error:  # the target's own code raised while it was imported
+        raise ConformanceTargetError(
+            "conformance-target-import-failed",
+            f"module {shown!r} raised {type(error).__name__} while it was imported",
+        ) from None
+
+
+def _put_cwd_on_path() -> None:
+    """Let the console command import a module from the current directory, as ``python -m`` does.
+
+    Skipped under ``python -P`` / ``PYTHONSAFEPATH``, which ask for exactly that not to happen.
+    """
+    if sys.flags.safe_path:
+        return
+    cwd = os.getcwd()
+    if not any(entry in ("", cwd) for entry in sys.path):
+        sys.path.insert(0, cwd)
+
+
 def load_conformance_factory(target: str) -> ConformanceFactory:
     """Import ``package.module:attribute`` and return the factory it names.
 
@@ -34,12 +80,7 @@ def load_conformance_factory(target: str) -> ConformanceFactory:
         raise ConformanceTargetError(
             "conformance-target-invalid", f"expected package.module:factory, got {_escaped(target)!r}"
         )
-    try:
-        value: Any = importlib.import_module(module_name)
-    except ImportError:
-        raise ConformanceTargetError(
-            "conformance-target-not-found", f"cannot import module {_escaped(module_name)!r}"
-        ) from None
+    value: Any = _import_target_module(module_name)
     for part in attribute_path.split("."):
         if not hasattr(value, part):
             raise ConformanceTargetError(
@@ -68,21 +109,40 @@ def _render(report: ConformanceReport) -> str:
     return "\n".join(lines)
 
 
+def _trio_installed() -> bool:
+    try:
+        importlib.import_module("trio")
+    except ImportError:
+        return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit status 0 when every case passed, 1 when any failed, 2 when the target cannot be loaded."""
+    """Exit status 0 when every case passed, 1 when any failed, 2 when the target or backend is unusable."""
     parser = argparse.ArgumentParser(
         prog="ds4-context-conformance",
         description="Run the runtime-adapter-v1 conformance kit against a factory.",
+        epilog=(
+            "Exit status: 0 every case passed, 1 a case failed, 2 the target could not be loaded or the "
+            "backend is not installed (one line on stderr with its code)."
+        ),
     )
     parser.add_argument("target", help="the factory as package.module:attribute")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio", help="async backend")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds allowed per case")
     options = parser.parse_args(argv)
+    _put_cwd_on_path()
     try:
         factory = load_conformance_factory(options.target)
     except ConformanceTargetError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    if options.backend == "trio" and not _trio_installed():
+        print(
+            "error: [conformance-backend-unavailable] the trio backend needs trio: pip install trio",
+            file=sys.stderr,
+        )
         return 2
     report = run_runtime_adapter_conformance_sync(
         factory, backend=options.backend, case_timeout=options.timeout

@@ -291,6 +291,8 @@ def _history_matches(snapshot: RuntimeHistorySnapshot, fixture: ConformanceFixtu
             or got.source_entry_id != want.source_entry_id
             or got.provenance.session_id != want.provenance.session_id
             or got.provenance.entry_id != want.provenance.entry_id
+            # Flags carry meaning (atomic tool pairs, pinned, local-only): an adapter may not drop them.
+            or got.flags != want.flags
         ):
             return False
     return True
