@@ -26,8 +26,9 @@ assistant turn with a tool call and a tool result, 2 % of messages holding a mar
 Next to it, the real-shaped payload of ``fixtures/privacy-coding-payloads.json`` (1,000 messages of source
 files, diffs, shell output and JSON configs, made by ``fixtures/make_privacy_payloads.py``) with its
 planted secrets: how many reach the remote provider (misses), how many redactions hit no planted secret
-(false redactions), and the time ours takes on it. The lines of ``fixtures/privacy-code-corpus.txt``
-(code that names secrets without holding one) must each come out unchanged. Targets (issue 17): no
+(false redactions), and the time ours takes on it. The lines of core's
+``tests/fixtures/privacy-code-corpus.txt`` (code that names secrets without holding one) must each come
+out unchanged. Targets (issue 17): no
 miss, <= 1 % false redactions (0 on the corpus), mean <= 5 ms compiled, <= 10 ms interpreted.
 """
 
@@ -258,13 +259,16 @@ def load_average() -> float:
 
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CORE_TEST_FIXTURES = (
+    Path(__file__).resolve().parent.parent / "packages" / "ds4-context-core" / "tests" / "fixtures"
+)
 PLACEHOLDER_HEAD = "[DS4 REDACTED "
 
 
 def load_real() -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
     """The real-shaped payload, its planted secrets and the code corpus lines."""
     data = json.loads((FIXTURES / "privacy-coding-payloads.json").read_text(encoding="utf-8"))
-    corpus = (FIXTURES / "privacy-code-corpus.txt").read_text(encoding="utf-8").splitlines()
+    corpus = (CORE_TEST_FIXTURES / "privacy-code-corpus.txt").read_text(encoding="utf-8").splitlines()
     lines = [line for line in corpus if line and not line.startswith("# ")]
     return {"model": data["model"], "messages": data["messages"]}, data["planted"], lines
 

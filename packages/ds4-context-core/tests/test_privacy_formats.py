@@ -24,7 +24,8 @@ from ds4_context_core import PrivacyEnforcementError
 from ds4_context_core.interop import to_anthropic_messages, to_openai_chat, to_openai_responses
 from ds4_context_core.privacy import enforce_payload_privacy, redact_secrets
 
-CORPUS = Path(__file__).resolve().parents[3] / "benchmarks" / "fixtures" / "privacy-code-corpus.txt"
+# Shipped beside the tests, so it travels with them (the compiled session runs a copy of tests/).
+CORPUS = Path(__file__).resolve().parent / "fixtures" / "privacy-code-corpus.txt"
 ALNUM = string.ascii_letters + string.digits
 
 
