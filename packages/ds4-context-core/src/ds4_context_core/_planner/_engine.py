@@ -26,7 +26,7 @@ from ds4_context_core._tokens._estimators import fast_chars_v1
 from ds4_context_core.config import Ds4ContextConfig, load_config
 
 from ._budget import BudgetError, compute_budget
-from ._decisions import FallbackError, PlanInputs
+from ._decisions import Decisions, FallbackError, PlanInputs
 from ._emit import Emitted, emit
 from ._fallback import fallback_plan
 from ._index import HistoryIndex, HistoryIndexError, MessageSanitizer, TokenEstimator, sync_index
@@ -150,7 +150,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
     """The stages of one plan, in order, over one decisions record."""
     index = inputs.index
     decisions = adopt_state(state, inputs)
-    mandatory = select_mandatory(inputs)
+    mandatory = select_mandatory(inputs, decisions)
     current = index.current_request()
     assert current is not None  # select_mandatory raised otherwise
     supplements = select_supplements(inputs, decisions, index.view[current])
@@ -165,7 +165,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
     emitted = emit(inputs, decisions, window, mandatory)
     record_exclusions(inputs, decisions, mandatory, window.stragglers)
     plan_messages = tuple(emitted.messages)
-    total = _validated_total(inputs, emitted, plan_messages)
+    total = _validated_total(inputs, decisions, emitted, plan_messages)
     manifest = build_manifest(
         inputs,
         decisions,
@@ -203,7 +203,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
 
 
 def _validated_total(
-    inputs: PlanInputs, emitted: Emitted, plan_messages: tuple[CanonicalMessage, ...]
+    inputs: PlanInputs, decisions: Decisions, emitted: Emitted, plan_messages: tuple[CanonicalMessage, ...]
 ) -> int:
     """The plan's tokens, after its self-check: tool groups whole, the current request in, within limit."""
     budget: PlanBudget = inputs.budget
@@ -215,7 +215,11 @@ def _validated_total(
         raise FallbackError("plan-validation-failed", broken)
     index = inputs.index
     current = index.current_request()
-    if current is None or not any(message is index.view[current] for message in plan_messages):
+    if current is None:
+        raise FallbackError("plan-validation-failed", "the current request is missing from the plan")
+    oversized = decisions.oversized
+    sent = index.view[current] if oversized is None or current != oversized.position else oversized.message
+    if not any(message is sent for message in plan_messages):
         raise FallbackError("plan-validation-failed", "the current request is missing from the plan")
     if total > budget.hard_limit:
         raise FallbackError("hard-limit-exceeded", "the plan exceeds the hard limit")

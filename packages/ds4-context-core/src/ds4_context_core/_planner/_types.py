@@ -64,6 +64,7 @@ PLAN_EXCLUSION_REASONS: Final = (
 
 PLAN_DIAGNOSTIC_CODES: Final = (
     "config-warning",
+    "current-request-trimmed",
     "fallback-fitted",
     "judge-failed",
     "pin-incomplete-group",
