@@ -109,6 +109,8 @@ class PlanInputs:
     supplemental: Iterable[SupplementalItem]
     # Appended to by the stages (a list shared with the caller, which also holds the config warnings).
     diagnostics: list[PlanDiagnostic]
+    # The wire format the host sends the plan in (``_structure.DESTINATIONS``), or None for no rules.
+    destination: str | None = None
 
 
 @dataclass(slots=True)
