@@ -210,9 +210,15 @@ def test_history_without_a_current_request_falls_back():
     assert [m.id for m in plan.messages] == ["s:s1", "s:a1", "s:r1"]
 
 
-def test_current_request_larger_than_the_window_falls_back():
-    plan = plan_context([say("s"), user("u", "z" * 400_000)], model=model())
-    assert plan.fallback.code == "message-exceeds-window"
+def test_current_request_larger_than_the_window_is_trimmed_to_fit():
+    history = [say("s"), user("u", "z" * 400_000)]
+    plan = plan_context(history, model=model())
+    assert plan.ok
+    assert plan.fallback is None
+    assert plan.budget.total_tokens <= plan.budget.hard_limit
+    assert plan.messages[-1].id == "s:u"
+    assert len(plan.messages[-1].blocks[0].text) < 400_000
+    assert restore(plan, "s:u") == (history[1],)
 
 
 def test_old_message_larger_than_the_window_is_simply_dropped():

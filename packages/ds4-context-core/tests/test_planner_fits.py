@@ -140,10 +140,31 @@ def test_nothing_is_sent_when_not_even_the_newest_message_fits():
     plan = plan_context(history, model=_model(100_000), fixed_tokens=95_000)
     assert (plan.fallback.mode, plan.fallback.code) == ("blocked", "fixed-overhead-exceeds-hard-limit")
     assert plan.messages == ()
-    # the current request alone passing the hard limit: nothing smaller can be sent in its place yet
-    plan = plan_context([_say("s", "hi"), _user("u", "z" * 400_000)], model=_model(100_000))
-    assert (plan.fallback.mode, plan.fallback.code) == ("blocked", "message-exceeds-window")
-    assert plan.messages == ()
+
+
+def test_an_oversized_current_request_is_sent_head_and_tail_and_restorable():
+    listing = "".join(f"./src/module_{i:05d}/file.py\n" for i in range(2_000))  # a pasted `find .`
+    history = [_user("u1", "hello"), _say("s1", "hi"), _user("u2", "what is here?\n" + listing)]
+    plan = plan_context(history, model=_model(8_192))
+    assert plan.ok
+    assert plan.fallback is None
+    assert plan.budget.total_tokens <= plan.budget.hard_limit
+    sent = plan.messages[-1]
+    assert sent.id == "s:u2"
+    assert sent.flags.synthetic
+    text = sent.blocks[0].text
+    assert text.startswith("what is here?\n./src/module_00000/")
+    assert text.endswith("./src/module_01999/file.py\n")
+    assert "characters trimmed" in text
+    assert "restorable" in text
+    assert restore(plan, "s:u2") == (history[2],)
+    assert "current-request-trimmed" in {d.code for d in plan.manifest.diagnostics}
+    assert "current-request-trimmed" in PLAN_DIAGNOSTIC_CODES
+    # deterministic: the same history plans the same bytes (the prefix survives a re-plan)
+    assert plan_context(history, model=_model(8_192)).messages == plan.messages
+    # a request that fits is kept verbatim
+    roomy = plan_context(history, model=_model(200_000))
+    assert roomy.messages[-1] is history[2]
 
 
 def test_a_system_message_in_the_history_is_pinned_not_cut_with_old_messages():

@@ -109,6 +109,8 @@ class PlanInputs:
     supplemental: Iterable[SupplementalItem]
     # Appended to by the stages (a list shared with the caller, which also holds the config warnings).
     diagnostics: list[PlanDiagnostic]
+    # The wire format the host sends the plan in (``_structure.DESTINATIONS``), or None for no rules.
+    destination: str | None = None
 
 
 @dataclass(slots=True)
@@ -132,6 +134,8 @@ class Decisions:
     # unit root -> the key (first root) of the receipt that covers it
     receipt_of: dict[int, int] = field(default_factory=dict)
     compactions: int = 0
+    # The current request as sent when it alone passes the hard limit: a head-and-tail copy.
+    oversized: Trim | None = None
     # unit root -> tokens the unit costs as planned (trims and receipts applied)
     unit_tokens: dict[int, int] = field(default_factory=dict)
     # The root of the first unit of the recent tail (the history length when the tail is empty).

@@ -97,13 +97,17 @@ class _Emitter:
         out.history_tokens += receipt.tokens
 
     def mandatory(self, root: int, why: MandatoryReason) -> None:
-        """A mandatory unit, verbatim."""
+        """A mandatory unit, verbatim (but for an oversized current request's head-and-tail copy)."""
         index, out, current = self.inputs.index, self.out, self.current
         if root == current:
             self.supplements(self.back)
         group_id = index.group_id(root)
+        oversized = self.decisions.oversized
         for position in index.unit_members(root):
             message, tokens = index.view[position], index.token(position)
+            if oversized is not None and position == oversized.position:
+                out.restore[oversized.message.id] = (message,)
+                message, tokens = oversized.message, oversized.tokens
             kind = "message" if why.kind == "current-request" and position != current else why.kind
             out.mandatory_tokens += tokens
             out.messages.append(message)

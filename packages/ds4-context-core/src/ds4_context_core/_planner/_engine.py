@@ -26,7 +26,7 @@ from ds4_context_core._tokens._estimators import fast_chars_v1
 from ds4_context_core.config import Ds4ContextConfig, load_config
 
 from ._budget import BudgetError, compute_budget
-from ._decisions import FallbackError, PlanInputs
+from ._decisions import Decisions, FallbackError, PlanInputs
 from ._emit import Emitted, emit
 from ._fallback import fallback_plan
 from ._index import HistoryIndex, HistoryIndexError, MessageSanitizer, TokenEstimator, sync_index
@@ -35,6 +35,7 @@ from ._manifest import build_manifest, record_exclusions
 from ._plan import ContextPlan, restore
 from ._pruning import DefaultJudge, Judge
 from ._state import PlanState, adopt_state
+from ._structure import check_destination, repair_structure, structure_problem
 from ._supplements import select_supplements
 from ._types import FALLBACK_MODE_BLOCKED, FALLBACK_MODE_NATIVE, PlanBudget, PlanDiagnostic, SupplementalItem
 from ._validate import atomicity_problem
@@ -69,8 +70,13 @@ def plan_context(
     sanitizer: MessageSanitizer | None = None,
     judge: Judge | None = None,
     calibration_ratio: float | None = None,
+    destination: str | None = None,
 ) -> ContextPlan:
-    """Plan the context of one model call. Never raises: problems give a fallback plan with a code."""
+    """Plan the context of one model call. Never raises: problems give a fallback plan with a code.
+
+    ``destination`` (``"anthropic"``, ``"openai-chat"``, ``"openai-responses"``) names the wire format
+    the host sends the plan in; the plan is repaired and checked against that provider's rules.
+    """
     loaded = _DEFAULT_CONFIG if config is None else load_config(config)
     resolved: Ds4ContextConfig = loaded.config
     diagnostics = [
@@ -82,6 +88,7 @@ def plan_context(
     messages: tuple[Any, ...] = ()
     try:
         messages = _as_messages(history)
+        wire = check_destination(destination)
         prior = state.index if isinstance(state, PlanState) else None
         lock = prior.lock if prior is not None else contextlib.nullcontext()
         with lock:
@@ -118,6 +125,7 @@ def plan_context(
                 pins=pins,
                 supplemental=supplemental,
                 diagnostics=diagnostics,
+                destination=wire,
             )
             return plan_indexed(inputs, state if isinstance(state, PlanState) else None)
     except FallbackError as error:
@@ -150,7 +158,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
     """The stages of one plan, in order, over one decisions record."""
     index = inputs.index
     decisions = adopt_state(state, inputs)
-    mandatory = select_mandatory(inputs)
+    mandatory = select_mandatory(inputs, decisions)
     current = index.current_request()
     assert current is not None  # select_mandatory raised otherwise
     supplements = select_supplements(inputs, decisions, index.view[current])
@@ -163,9 +171,10 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
     tail = decisions.tail_start(window.units, inputs.budget.recent_tail_ceiling)
     decisions.tail_root = window.units[tail] if tail < len(window.units) else inputs.size
     emitted = emit(inputs, decisions, window, mandatory)
+    repair_structure(inputs, emitted, inputs.destination)
     record_exclusions(inputs, decisions, mandatory, window.stragglers)
     plan_messages = tuple(emitted.messages)
-    total = _validated_total(inputs, emitted, plan_messages)
+    total = _validated_total(inputs, decisions, emitted, plan_messages)
     manifest = build_manifest(
         inputs,
         decisions,
@@ -203,19 +212,23 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
 
 
 def _validated_total(
-    inputs: PlanInputs, emitted: Emitted, plan_messages: tuple[CanonicalMessage, ...]
+    inputs: PlanInputs, decisions: Decisions, emitted: Emitted, plan_messages: tuple[CanonicalMessage, ...]
 ) -> int:
     """The plan's tokens, after its self-check: tool groups whole, the current request in, within limit."""
     budget: PlanBudget = inputs.budget
     total = (
         budget.fixed_tokens + emitted.mandatory_tokens + emitted.supplement_tokens + emitted.history_tokens
     )
-    broken = atomicity_problem(plan_messages)
+    broken = atomicity_problem(plan_messages) or structure_problem(plan_messages, inputs.destination)
     if broken is not None:
         raise FallbackError("plan-validation-failed", broken)
     index = inputs.index
     current = index.current_request()
-    if current is None or not any(message is index.view[current] for message in plan_messages):
+    if current is None:
+        raise FallbackError("plan-validation-failed", "the current request is missing from the plan")
+    oversized = decisions.oversized
+    sent = index.view[current] if oversized is None or current != oversized.position else oversized.message
+    if not any(message is sent for message in plan_messages):
         raise FallbackError("plan-validation-failed", "the current request is missing from the plan")
     if total > budget.hard_limit:
         raise FallbackError("hard-limit-exceeded", "the plan exceeds the hard limit")
@@ -266,6 +279,7 @@ class ContextPlanner:
         pins: Iterable[str] = (),
         supplemental: Iterable[SupplementalItem] = (),
         calibration_ratio: float | None = None,
+        destination: str | None = None,
     ) -> ContextPlan:
         plan = plan_context(
             history,
@@ -279,6 +293,7 @@ class ContextPlanner:
             sanitizer=self._sanitizer,
             judge=self._judge,
             calibration_ratio=calibration_ratio,
+            destination=destination,
         )
         self._state = plan.state
         return plan

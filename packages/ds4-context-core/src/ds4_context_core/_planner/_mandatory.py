@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import contextlib
 
+import msgspec
+
+from ds4_context_core._history._model import CanonicalBlock, CanonicalMessage, TextBlock
+
 from ._common import original_unit_tokens
-from ._decisions import FallbackError, MandatoryReason, PlanInputs
+from ._decisions import Decisions, FallbackError, MandatoryReason, PlanInputs, Trim
+from ._pruning import trim_text
 from ._types import PRIORITY_CURRENT_REQUEST, PRIORITY_PERSISTENT_PIN, PRIORITY_PIN_LABEL, PlanDiagnostic
 
 _CURRENT_REQUEST = MandatoryReason("current-request", "current-request", PRIORITY_CURRENT_REQUEST)
@@ -35,8 +40,59 @@ def _label_positions(inputs: PlanInputs) -> list[int]:
     return found
 
 
-def select_mandatory(inputs: PlanInputs) -> dict[int, MandatoryReason]:
-    """Unit root -> why it is mandatory. Raises :class:`FallbackError` when they cannot fit."""
+def _head_and_tail(message: CanonicalMessage, keep_chars: int) -> CanonicalMessage | None:
+    """A copy of ``message`` whose text blocks keep about ``keep_chars`` characters in all, head and tail
+    around a marker naming how to restore the rest; ``None`` when nothing would shrink."""
+    total = sum(len(block.text) for block in message.blocks if type(block) is TextBlock)
+    if total <= 0:
+        return None
+    blocks: list[CanonicalBlock] = []
+    changed = False
+    for block in message.blocks:
+        if type(block) is TextBlock:
+            share = keep_chars * len(block.text) // total
+            trimmed = trim_text(block.text, share - share // 2, share // 2, message.id)
+            if trimmed is not None:
+                blocks.append(msgspec.structs.replace(block, text=trimmed))
+                changed = True
+                continue
+        blocks.append(block)
+    if not changed:
+        return None
+    flags = msgspec.structs.replace(message.flags, synthetic=True)
+    return msgspec.structs.replace(message, blocks=tuple(blocks), flags=flags)
+
+
+def _fit_current_request(inputs: PlanInputs, position: int, room: int) -> Trim | None:
+    """The current request cut to its head and tail so that it costs at most ``room`` tokens, or ``None``.
+
+    Deterministic (the same message and room give the same copy), so re-plans of one oversized request
+    share their prefix. The text shrinks by halves from a proportional first guess until it fits.
+    """
+    message = inputs.index.view[position]
+    tokens = inputs.index.token(position)
+    if room <= 0 or tokens <= 0:
+        return None
+    chars = sum(len(block.text) for block in message.blocks if type(block) is TextBlock)
+    keep = int(chars * room / tokens * 0.9)
+    while keep > 0:
+        copy = _head_and_tail(message, keep)
+        if copy is None:
+            return None
+        cost = inputs.estimator(copy)
+        if cost <= room:
+            return Trim(position=position, message=copy, tokens=cost, score=None)
+        keep //= 2
+    return None
+
+
+def select_mandatory(inputs: PlanInputs, decisions: Decisions) -> dict[int, MandatoryReason]:
+    """Unit root -> why it is mandatory. Raises :class:`FallbackError` when they cannot fit.
+
+    A current request that alone passes the hard limit is sent as a head-and-tail copy
+    (``decisions.oversized``) when it is a single message with text to cut; it is kept verbatim
+    whenever it fits at all.
+    """
     index = inputs.index
     current = index.current_request()
     if current is None:
@@ -70,8 +126,22 @@ def select_mandatory(inputs: PlanInputs) -> dict[int, MandatoryReason]:
         raise FallbackError(
             "fixed-overhead-exceeds-hard-limit", "system prompt and tools exceed the hard limit"
         )
+    decisions.oversized = None
     if fixed + current_tokens > budget.hard_limit:
-        raise FallbackError("message-exceeds-window", "the current request alone exceeds the hard limit")
+        trim = None
+        if current_root == current and len(index.unit_members(current_root)) == 1:
+            # Room for the copy: the hard limit minus the overhead and the pins (older history is cut).
+            trim = _fit_current_request(inputs, current, budget.hard_limit - fixed - pin_tokens)
+        if trim is None:
+            raise FallbackError("message-exceeds-window", "the current request alone exceeds the hard limit")
+        decisions.oversized = trim
+        current_tokens = trim.tokens
+        inputs.diagnostics.append(
+            PlanDiagnostic(
+                code="current-request-trimmed",
+                detail=f"{index.token(current) - trim.tokens} tokens of the current request elided",
+            )
+        )
     if pin_tokens > budget.pin_cap or fixed + current_tokens + pin_tokens > budget.hard_limit:
         raise FallbackError("pins-exceed-cap", "pinned messages exceed their share of the hard limit")
     return chosen

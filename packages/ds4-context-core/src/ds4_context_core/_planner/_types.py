@@ -14,6 +14,7 @@ PLAN_FALLBACK_MODES: Final = (FALLBACK_MODE_BLOCKED, FALLBACK_MODE_NATIVE)
 
 PLAN_FALLBACK_CODES: Final = (
     "current-request-missing",
+    "destination-invalid",
     "fixed-overhead-exceeds-hard-limit",
     "fixed-tokens-invalid",
     "hard-limit-exceeded",
@@ -50,6 +51,7 @@ PLAN_INCLUSION_REASONS: Final = (
     "pin-label",
     "recent-tail",
     "retained-history",
+    "structure-repair",
     "supplement-priority",
 )
 
@@ -64,11 +66,13 @@ PLAN_EXCLUSION_REASONS: Final = (
 
 PLAN_DIAGNOSTIC_CODES: Final = (
     "config-warning",
+    "current-request-trimmed",
     "fallback-fitted",
     "judge-failed",
     "pin-incomplete-group",
     "pin-unknown",
     "state-reset",
+    "structure-first-user-inserted",
 )
 
 SUPPLEMENT_KINDS: Final = ("memory", "project-snippet", "retrieved-history", "summary")

@@ -129,8 +129,13 @@ def open_window(
         for root in receipt.roots:
             if root in unit_tokens:
                 unit_tokens[root] = receipt.tokens if root == key else 0
+    oversized = decisions.oversized
+    elided = 0 if oversized is None else tokens[oversized.position] - oversized.tokens
+    if oversized is not None and oversized.position in unit_tokens:
+        unit_tokens[oversized.position] -= elided
+        elided = 0
     decisions.unit_tokens = unit_tokens
-    outside_tokens = sum(original_unit_tokens(index, root) for root in mandatory if root < cut)
+    outside_tokens = sum(original_unit_tokens(index, root) for root in mandatory if root < cut) - elided
     usage = (
         inputs.budget.fixed_tokens
         + outside_tokens
