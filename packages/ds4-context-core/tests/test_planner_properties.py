@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import ds4_context_core as core
 from ds4_context_core._planner._index import sync_index
-from ds4_context_core.planner import ContextPlanner, fast_chars_v1, plan_context
+from ds4_context_core.planner import ContextPlanner, fast_chars_v1, plan_context, restore
 
 # One history "event": a user turn, assistant text, a (possibly parallel, possibly broken) tool step.
 _events = st.lists(
@@ -91,7 +91,13 @@ def test_every_plan_is_valid_bounded_deterministic_and_leaves_input_alone(events
         assert plan.budget.total_tokens <= plan.budget.hard_limit
         assert plan.budget.total_tokens == fixed + sum(item.tokens for item in plan.items)
         users = [m for m in history if m.role == "user"]
-        assert plan.messages[-1] is users[-1] or users[-1] in plan.messages
+        codes = {diagnostic.code for diagnostic in plan.manifest.diagnostics}
+        if users[-1] not in plan.messages:
+            # only a request that alone passes the hard limit is sent as a restorable trimmed copy
+            assert "current-request-trimmed" in codes
+            (copy_sent,) = [m for m in plan.messages if m.id == users[-1].id]
+            assert copy_sent.flags.synthetic
+            assert restore(plan, users[-1].id) == (users[-1],)
     else:
         assert plan.fallback.code in {
             "current-request-missing",
@@ -105,7 +111,7 @@ def test_every_plan_is_valid_bounded_deterministic_and_leaves_input_alone(events
     for message, item in zip(plan.messages, plan.items, strict=True):
         assert message.id == item.message_id
         if message.flags.synthetic:
-            assert item.kind in {"trimmed-tool-result", "receipt"}
+            assert item.kind in {"trimmed-tool-result", "receipt", "current-request"}
         else:
             assert originals[message.id] is message
 
