@@ -8,7 +8,6 @@ OpenAI Chat converters, so every content shape LangChain knows crosses, and adds
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -16,7 +15,6 @@ from typing import Any
 
 import msgspec
 
-from ds4_context_core._exceptions import MissingExtraError
 from ds4_context_core._history._model import (
     CanonicalMessage,
     ModelDescriptor,
@@ -28,6 +26,7 @@ from ds4_context_core._history._model import (
 from ._common import MessageFactory, plain_value
 from ._framework import plan_framework_history
 from ._openai import CHAT, read_chat_message, to_openai_chat
+from ._optional import optional_module
 
 __all__ = [
     "LangChainPlan",
@@ -40,11 +39,7 @@ __all__ = [
 
 
 def _messages_module() -> ModuleType:
-    try:
-        # import_module, not an import statement: it honours a module blocked in sys.modules.
-        return importlib.import_module("langchain_core.messages")  # optional, imported on first use
-    except ImportError:
-        raise MissingExtraError("langchain", "ds4-context-core", "langchain_core") from None
+    return optional_module("langchain_core.messages", extra="langchain", package="langchain_core")
 
 
 def from_langchain(messages: Iterable[Any], *, session_id: str = "langchain") -> tuple[CanonicalMessage, ...]:
@@ -196,10 +191,7 @@ def planning_middleware(
     prefix. A fallback plan leaves the request as the agent made it. Needs
     ``pip install "ds4-context-core[langchain-agents]"``.
     """
-    try:
-        middleware = importlib.import_module("langchain.agents.middleware")
-    except ImportError:
-        raise MissingExtraError("langchain-agents", "ds4-context-core", "langchain") from None
+    middleware = optional_module("langchain.agents.middleware", extra="langchain-agents", package="langchain")
     from ds4_context_core.tokens import estimate_text_tokens  # noqa: PLC0415
 
     carried: dict[str, Any] = {}

@@ -9,11 +9,10 @@ prompt cache keeps its prefix. Install with ``pip install "ds4-context-core[open
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
-from ds4_context_core._exceptions import MissingExtraError
 from ds4_context_core._history._model import (
     CanonicalMessage,
     ModelDescriptor,
@@ -23,16 +22,13 @@ from ds4_context_core._history._model import (
 
 from ._framework import plan_framework_history
 from ._openai import from_openai_responses, to_openai_responses
+from ._optional import optional_module
 
 __all__ = ["model_input_filter", "plan_agent_input"]
 
 
-def _run_module() -> Any:
-    try:
-        # import_module, not an import statement: it honours a module blocked in sys.modules.
-        return importlib.import_module("agents.run")  # optional, imported on first use
-    except ImportError:
-        raise MissingExtraError("openai-agents", "ds4-context-core", "agents") from None
+def _run_module() -> ModuleType:
+    return optional_module("agents.run", extra="openai-agents", package="agents")
 
 
 def _item_spans(history: Sequence[CanonicalMessage]) -> list[range]:

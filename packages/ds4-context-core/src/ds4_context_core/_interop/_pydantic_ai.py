@@ -9,12 +9,10 @@ processor sends as they are whenever the plan keeps them whole.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from ds4_context_core._exceptions import MissingExtraError
 from ds4_context_core._history._model import (
     CanonicalBlock,
     CanonicalMessage,
@@ -29,6 +27,7 @@ from ds4_context_core._history._model import (
 
 from ._common import MessageFactory
 from ._framework import FrameworkPlan, plan_framework_history
+from ._optional import optional_module
 
 __all__ = ["from_pydantic_ai", "history_processor", "plan_pydantic_ai", "to_pydantic_ai"]
 
@@ -36,11 +35,7 @@ FORMAT = "pydantic-ai"
 
 
 def _messages_module() -> ModuleType:
-    try:
-        # import_module, not an import statement: it honours a module blocked in sys.modules.
-        return importlib.import_module("pydantic_ai.messages")  # optional, imported on first use
-    except ImportError:
-        raise MissingExtraError("pydantic-ai", "ds4-context-core", "pydantic_ai") from None
+    return optional_module("pydantic_ai.messages", extra="pydantic-ai", package="pydantic_ai")
 
 
 def _opaque(part: Any) -> OpaqueProviderBlock:
