@@ -50,6 +50,8 @@ class _ContentBlock(msgspec.Struct):
     id: str | None = None
     name: str | None = None
     input: dict[str, Any] | None = None
+    # set by the stream assembler when the streamed input JSON did not decode to an object
+    ds4_input_error: str | None = None
 
 
 class _Usage(msgspec.Struct):
@@ -132,10 +134,22 @@ class _MessagesStream:
         for index, block in sorted(self._blocks.items()):
             finished = block
             if block.get("type") == "tool_use" and index in self._json:
-                raw = "".join(self._json[index])
-                finished = {**block, "input": msgspec.json.decode(raw) if raw.strip() else {}}
+                finished = {**block, **_streamed_input("".join(self._json[index]))}
             content.append(finished)
         return {**self._message, "content": content, "stop_reason": self._stop, "usage": self._usage}
+
+
+def _streamed_input(raw: str) -> dict[str, Any]:
+    """A tool_use block's streamed input; text that is not a JSON object is reported, not raised."""
+    if not raw.strip():
+        return {"input": {}}
+    try:
+        decoded = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return {"input": {}, "ds4_input_error": "tool-arguments-invalid-json"}
+    if not isinstance(decoded, dict):
+        return {"input": {}, "ds4_input_error": "tool-arguments-not-object"}
+    return {"input": decoded}
 
 
 def _as_blocks(content: Any) -> list[dict[str, Any]]:
@@ -288,7 +302,14 @@ class AnthropicMessagesTransport(HttpTransport):
                     raise ProviderResponseError(
                         "provider-response-invalid", "a tool_use block has no id or name"
                     )
-                calls.append(OutputToolCall(id=block.id, name=block.name, arguments=block.input or {}))
+                calls.append(
+                    OutputToolCall(
+                        id=block.id,
+                        name=block.name,
+                        arguments=block.input or {},
+                        arguments_error=block.ds4_input_error,
+                    )
+                )
         usage = None
         if response.usage is not None:
             cache_read = response.usage.cache_read_input_tokens or 0

@@ -45,22 +45,26 @@ __all__ = [
 OPENAI_DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 
 
-def _arguments(raw: object) -> dict[str, Any]:
+def _arguments(raw: object) -> tuple[dict[str, Any], str | None]:
+    """The decoded arguments, or ``{}`` and a code when the model's text is not a JSON object."""
     if isinstance(raw, dict):
-        return raw
+        return raw, None
     if not isinstance(raw, str):
-        raise ProviderResponseError("provider-response-invalid", "tool call arguments are not JSON text")
+        return {}, "tool-arguments-not-text"
     if not raw.strip():
-        return {}
+        return {}, None
     try:
         decoded = msgspec.json.decode(raw)
-    except msgspec.DecodeError as error:
-        raise ProviderResponseError(
-            "provider-response-invalid", "tool call arguments are not valid JSON"
-        ) from error
+    except (msgspec.DecodeError, RecursionError):
+        return {}, "tool-arguments-invalid-json"
     if not isinstance(decoded, dict):
-        raise ProviderResponseError("provider-response-invalid", "tool call arguments are not a JSON object")
-    return decoded
+        return {}, "tool-arguments-not-object"
+    return decoded, None
+
+
+def _tool_call(call_id: str, name: str, raw: object) -> OutputToolCall:
+    arguments, error = _arguments(raw)
+    return OutputToolCall(id=call_id, name=name, arguments=arguments, arguments_error=error)
 
 
 class _CachedTokensDetails(msgspec.Struct):
@@ -205,7 +209,7 @@ class OpenAIChatTransport(HttpTransport):
         else:
             text = content or ""
         calls = tuple(
-            OutputToolCall(id=call.id, name=call.function.name, arguments=_arguments(call.function.arguments))
+            _tool_call(call.id, call.function.name, call.function.arguments)
             for call in choice.message.tool_calls or ()
         )
         usage = None
@@ -575,9 +579,7 @@ class OpenAIResponsesTransport(HttpTransport):
                     raise ProviderResponseError(
                         "provider-response-invalid", "a function call has no call_id/name"
                     )
-                calls.append(
-                    OutputToolCall(id=item.call_id, name=item.name, arguments=_arguments(item.arguments))
-                )
+                calls.append(_tool_call(item.call_id, item.name, item.arguments))
         usage = None
         if response.usage is not None:
             reported = response.usage

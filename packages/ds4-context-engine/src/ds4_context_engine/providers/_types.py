@@ -54,9 +54,14 @@ class UsageObservation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class OutputToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call of the answer. ``arguments_error`` is set (and ``arguments`` empty) when the model's
+    argument text was not a JSON object: the caller answers the call with an error instead of failing
+    the whole answer."""
+
     id: str
     name: str
     arguments: dict[str, Any]
+    arguments_error: str | None = None
 
 
 class CompletionOutput(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,15 +1,19 @@
-"""One call for a host: route a completion request over a fallback chain of provider transports."""
+"""The runtime facade: route a completion over a fallback chain, and run agent turns (``create_runtime``)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Protocol, Self, runtime_checkable
+import os
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, Self, runtime_checkable
 
 import anyio
 import msgspec
 
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.adapter import CompletionRequest, CompletionResult
+from ds4_context_core.privacy import PrivacyPolicy
+from ds4_context_core.tokens import TokenCalibration, TokenCalibrator
 from ds4_context_engine.providers import ModelReference, StreamEvent
 
 from ._errors import RuntimeOptionsError
@@ -21,9 +25,20 @@ from ._fallback import (
     FallbackRouter,
     RetryPolicy,
     RoutedResult,
+    parse_fallback_chain,
 )
+from ._run_options import RunOptions, RunResult
+from ._tool_lifecycle import ToolLifecycleSink
+from ._toolbox import CombinedToolbox, HostTool, HostToolbox, Toolbox
 
-__all__ = ["ProviderRuntime", "ProviderTransport", "RoutedStreamCallback"]
+__all__ = [
+    "AgentRuntime",
+    "ProviderRuntime",
+    "ProviderTransport",
+    "RoutedStreamCallback",
+    "create_runtime",
+    "default_transport",
+]
 
 RoutedStreamCallback = Callable[[AttemptContext, StreamEvent], None]
 """Receives each delta with the attempt it belongs to: a new attempt starts its answer from the top."""
@@ -123,17 +138,27 @@ class ProviderRuntime:
 
         return await self._router.run(send)
 
-    async def stream(self, request: CompletionRequest, on_event: RoutedStreamCallback) -> RoutedResult:
+    async def stream(
+        self,
+        request: CompletionRequest,
+        on_event: RoutedStreamCallback,
+        *,
+        prepare: Callable[[CompletionRequest, AttemptContext], CompletionRequest] | None = None,
+    ) -> RoutedResult:
         """Route ``request`` as :meth:`complete` does, streaming each attempt's answer to ``on_event``.
 
         A transport without ``stream()`` is called with ``complete()`` (no deltas). When an attempt fails
         mid-stream and the router retries or fails over, the next attempt's deltas come with its own
         :class:`AttemptContext`: a host showing the answer starts over when the context changes.
+        ``prepare`` may adjust each attempt's request (the run loop drops anonymous live input from a
+        retried attempt, which must not see it twice).
         """
 
         async def send(context: AttemptContext) -> CompletionResult:
             transport = self._transports[context.entry.model.provider]
             attempt = self._attempt_request(request, context)
+            if prepare is not None:
+                attempt = prepare(attempt, context)
             streamer = getattr(transport, "stream", None)
             if streamer is None:
                 return await transport.complete(attempt)
@@ -154,3 +179,209 @@ class ProviderRuntime:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+# --- the agent runtime (seed 001's facade): create_runtime(...) then run(system_prompt, options) ---------
+
+_DEFAULT_CONTEXT_WINDOW = 128_000
+_DEFAULT_OUTPUT_TOKENS = 4096
+
+
+def default_transport(provider: str, privacy_policy: PrivacyPolicy | None = None) -> ProviderTransport:
+    """The transport a bare provider id means: OpenAI chat, Anthropic Messages, or a local server.
+
+    ``ollama`` and ``lmstudio`` are the local servers at their usual ports (``LocalProviderDefinition``
+    defaults); any other provider needs an explicit transport (``runtime-backend-unavailable``).
+    """
+    from ds4_context_engine import providers  # noqa: PLC0415 - httpx only when a transport is built
+
+    if provider == "openai":
+        return providers.OpenAIChatTransport(privacy_policy=privacy_policy)
+    if provider == "anthropic":
+        return providers.AnthropicMessagesTransport(privacy_policy=privacy_policy)
+    if provider in ("ollama", "lmstudio"):
+        definition = providers.parse_local_provider({"id": provider, "type": provider})
+        return providers.local_provider_transport(definition, privacy_policy=privacy_policy)
+    raise RuntimeOptionsError(
+        "runtime-backend-unavailable", f"no transport configured for provider {provider[:64]!r}"
+    )
+
+
+class AgentRuntime:
+    """Runs agent turns in one workspace; built by :func:`create_runtime`.
+
+    ``await runtime.run(system_prompt, RunOptions(...))`` returns a :class:`RunResult`; it never raises
+    for an expected failure (the result carries an error code). Token calibration learned from each
+    answer's usage is kept per ``<provider>:<model>`` for the runtime's lifetime.
+    """
+
+    def __init__(
+        self,
+        *,
+        workspace: Path,
+        toolbox: Toolbox,
+        transports: Mapping[str, ProviderTransport] | None,
+        lifecycle_sink: ToolLifecycleSink | None,
+        models: Mapping[str, ModelDescriptor],
+        privacy_policy: PrivacyPolicy | None,
+        retry_policy: RetryPolicy | None,
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> None:
+        self.workspace = workspace
+        self.toolbox = toolbox
+        self._transports: dict[str, ProviderTransport] = dict(transports or {})
+        self._explicit = transports is not None
+        self._lifecycle_sink = lifecycle_sink
+        self._models = dict(models)
+        self._privacy_policy = privacy_policy
+        self._retry_policy = retry_policy
+        self._sleep = sleep
+        self._calibrators: dict[str, TokenCalibrator] = {}
+
+    def transport(self, provider: str) -> ProviderTransport:
+        found = self._transports.get(provider)
+        if found is None:
+            if self._explicit:
+                raise RuntimeOptionsError(
+                    "runtime-backend-unavailable", f"no transport configured for provider {provider[:64]!r}"
+                )
+            found = self._transports[provider] = default_transport(provider, self._privacy_policy)
+        return found
+
+    def _router(
+        self,
+        chain: Sequence[object],
+        policy: AttemptPolicy,
+        attempt_timeout_s: float | None,
+        deadline_s: float | None,
+    ) -> ProviderRuntime:
+        entries = parse_fallback_chain(chain)
+        transports = {entry.model.provider: self.transport(entry.model.provider) for entry in entries}
+        return ProviderRuntime(
+            transports,
+            entries,
+            retry_policy=self._retry_policy,
+            base_policy=policy,
+            attempt_timeout_s=attempt_timeout_s,
+            deadline_s=deadline_s,
+            sleep=self._sleep,
+        )
+
+    def _describe(self, reference: ModelReference, options: RunOptions) -> ModelDescriptor:
+        known = self._models.get(reference.reference)
+        window = options.context_window or (known.context_window if known else _DEFAULT_CONTEXT_WINDOW)
+        output = options.max_output_tokens or (known.max_tokens if known else None) or _DEFAULT_OUTPUT_TOKENS
+        return ModelDescriptor(
+            provider=reference.provider, id=reference.model, context_window=window, max_tokens=output
+        )
+
+    def _wire_format(self, reference: ModelReference) -> str | None:
+        try:
+            transport = self.transport(reference.provider)
+        except RuntimeOptionsError:
+            return None
+        wire = getattr(transport, "interop_format", None)
+        return wire if isinstance(wire, str) else None
+
+    def calibration(self, reference: str) -> TokenCalibration | None:
+        """What the runtime learned about ``reference``'s token counts so far (``None`` before any usage)."""
+        calibrator = self._calibrators.get(reference)
+        return None if calibrator is None else calibrator.calibration()
+
+    async def run(self, system_prompt: str, options: RunOptions) -> RunResult:
+        """Run one agent turn; see :class:`RunOptions` for what it takes and :class:`RunResult` for what
+        it gives back."""
+        from ._run import RunContext, run_turn  # noqa: PLC0415 - the planner loads with the first turn
+
+        context = RunContext(
+            build_router=self._router,
+            toolbox=self.toolbox,
+            workspace=self.workspace,
+            lifecycle_sink=self._lifecycle_sink,
+            describe_model=self._describe,
+            calibrators=self._calibrators,
+            wire_format=self._wire_format,
+        )
+        return await run_turn(context, system_prompt, options)
+
+    async def aclose(self) -> None:
+        """Close the transports' HTTP clients (a transport passed in is closed too, if it can be)."""
+        for transport in self._transports.values():
+            close = getattr(transport, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _managed_toolbox(**settings: Any) -> Toolbox | None:
+    try:
+        from ._tools import ManagedToolbox  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
+    except ImportError:
+        return None
+    toolbox: Toolbox = ManagedToolbox(**settings)
+    return toolbox
+
+
+def create_runtime(
+    *,
+    workspace: str | os.PathLike[str],
+    additional_read_roots: Iterable[str | os.PathLike[str]] = (),
+    additional_write_roots: Iterable[str | os.PathLike[str]] = (),
+    sandbox_policy: object = None,
+    sandbox_engine: object = None,
+    tool_lifecycle_sink: ToolLifecycleSink | None = None,
+    persist_artifact: Callable[..., Any] | None = None,
+    tools: Iterable[HostTool] = (),
+    managed_tools: bool = True,
+    transports: Mapping[str, ProviderTransport] | None = None,
+    models: Mapping[str, ModelDescriptor] | None = None,
+    privacy_policy: PrivacyPolicy | None = None,
+    retry_policy: RetryPolicy | None = None,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+) -> AgentRuntime:
+    """The agent runtime for ``workspace`` (an existing directory).
+
+    The managed tools (``Read``, ``Write``, ``Edit``, ``Glob``, ``Grep``, ``Bash``) work inside the
+    workspace plus ``additional_read_roots`` / ``additional_write_roots``, under ``sandbox_policy`` and
+    ``sandbox_engine``; oversized output goes to ``persist_artifact``. ``tools`` adds the host's own
+    :class:`HostTool` functions (``managed_tools=False`` offers only those). Every tool call goes
+    through ``tool_lifecycle_sink`` when one is given. ``transports`` maps provider ids to transports
+    (default: built on first use for ``openai``, ``anthropic``, ``ollama`` and ``lmstudio``);
+    ``models`` gives context windows per ``<provider>:<model>``.
+    """
+    root = Path(workspace)
+    if not root.is_dir():
+        raise RuntimeOptionsError("run-invalid-options", "workspace must be an existing directory")
+    root = root.resolve()
+    if tool_lifecycle_sink is not None and not isinstance(tool_lifecycle_sink, ToolLifecycleSink):
+        raise RuntimeOptionsError("run-invalid-options", "tool_lifecycle_sink must be a ToolLifecycleSink")
+    toolboxes: list[Toolbox] = []
+    if managed_tools:
+        managed = _managed_toolbox(
+            workspace=root,
+            additional_read_roots=tuple(Path(path) for path in additional_read_roots),
+            additional_write_roots=tuple(Path(path) for path in additional_write_roots),
+            sandbox_policy=sandbox_policy,
+            sandbox_engine=sandbox_engine,
+            persist_artifact=persist_artifact,
+        )
+        if managed is not None:
+            toolboxes.append(managed)
+    host = tuple(tools)
+    if host:
+        toolboxes.append(HostToolbox(host))
+    return AgentRuntime(
+        workspace=root,
+        toolbox=CombinedToolbox(toolboxes),
+        transports=transports,
+        lifecycle_sink=tool_lifecycle_sink,
+        models=models or {},
+        privacy_policy=privacy_policy,
+        retry_policy=retry_policy,
+        sleep=sleep,
+    )

@@ -1,0 +1,748 @@
+"""One agent turn: plan -> privacy -> provider (streamed, routed) -> tools -> lifecycle -> session -> repeat.
+
+Every model call plans the whole history with the core planner (carrying its ``PlanState`` from step to
+step, so planning stays incremental and the prefix stays cache-stable); the transport enforces privacy
+on the converted payload once, right before sending; the fallback router retries and fails over. Each
+tool call is recorded with the lifecycle sink (invocation, then exactly one result), answered in the
+transcript whatever happens (unknown tool, bad arguments, not allowed, cancelled), and the step's
+assistant message and results are appended to the Pi session in one locked write, so the file never
+holds a call without its result. Nothing here raises for an expected failure: the result has a code.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import anyio
+import anyio.to_thread
+import msgspec
+
+from ds4_context_core import (
+    CanonicalMessage,
+    MessageFlags,
+    ModelDescriptor,
+    Provenance,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ds4_context_core.adapter import CompletionCompleted, CompletionFallback, CompletionRequest
+from ds4_context_core.tokens import TokenCalibrator, estimate_text_tokens
+from ds4_context_engine.providers import CompletionOutput, ModelReference, OutputToolCall, ToolDefinition
+
+from ._errors import RuntimeOptionsError, ToolLifecycleError
+from ._fallback import AttemptContext, AttemptPolicy, FailoverRecord, parse_fallback_chain
+from ._live_input import LiveInput, LiveInputMessage
+from ._run_options import (
+    REMOVED_RUN_OPTIONS,
+    RUN_MAX_STEPS_LIMIT,
+    TOOL_EXECUTION_MODES,
+    ModelStreamed,
+    RunEvent,
+    RunOptions,
+    RunResult,
+    RunStep,
+    RunToolRecord,
+    StepPlanned,
+    ToolFinished,
+    ToolStarted,
+)
+from ._tool_lifecycle import TOOL_LIFECYCLE_STATES, ToolInvocationEvent, ToolLifecycleSink, ToolResultEvent
+from ._toolbox import HostToolOutcome, Toolbox, ToolOutcomeLike, ToolSpecLike, parallel_batches
+
+if TYPE_CHECKING:
+    from ds4_context_core.planner import ContextPlan, PlanState
+
+    from ._facade import ProviderRuntime
+
+__all__ = ["RunContext", "run_turn"]
+
+_T = TypeVar("_T")
+_DEFAULT_WINDOW: Final = 128_000
+_DEFAULT_OUTPUT_TOKENS: Final = 4096
+_TOOL_TEXT_MAX_CHARS: Final = 256 * 1024
+_CODE: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+_CALL_ID: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.*-]{1,128}")
+_sorted_json: Final = msgspec.json.Encoder(order="sorted")
+_WIRE_FORMATS: Final = ("anthropic", "openai-chat", "openai-responses")
+
+
+class RunContext(msgspec.Struct, kw_only=True):
+    """What the runtime gives one turn: its routes, tools, sink, limits and calibration state."""
+
+    build_router: Callable[[Sequence[object], AttemptPolicy, float | None, float | None], ProviderRuntime]
+    toolbox: Toolbox
+    workspace: Path
+    lifecycle_sink: ToolLifecycleSink | None
+    describe_model: Callable[[ModelReference, RunOptions], ModelDescriptor]
+    calibrators: dict[str, TokenCalibrator]
+    wire_format: Callable[[ModelReference], str | None]
+
+
+class _Stop(Exception):  # noqa: N818 - internal control flow, never leaves this module
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(code)
+        self.code = code
+        self.detail = detail
+
+
+class _Checked(msgspec.Struct, kw_only=True):
+    chain: tuple[object, ...]
+    references: tuple[ModelReference, ...]
+    allowed: frozenset[str] | None
+    denied: frozenset[str]
+    cwd: str
+    session_path: Path | None
+    persist: bool
+
+
+def _names(value: object, field: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise RuntimeOptionsError("run-invalid-options", f"{field} must be a list of tool names")
+    if not all(isinstance(name, str) and _TOOL_NAME.fullmatch(name) for name in value):
+        raise RuntimeOptionsError("run-invalid-options", f"{field} must hold valid tool names")
+    return tuple(value)
+
+
+def _check(options: RunOptions, workspace: Path) -> _Checked:
+    if not isinstance(options, RunOptions):
+        raise RuntimeOptionsError("run-invalid-options", "options must be a RunOptions")
+    removed = [name for name in REMOVED_RUN_OPTIONS if getattr(options, name) is not None]
+    if removed:
+        raise RuntimeOptionsError(
+            "runtime-option-removed",
+            f"{removed[0]} was removed: put instructions in the system prompt and use sandbox_policy "
+            "for containment",
+        )
+    if options.fallback_chain is not None:
+        chain: tuple[object, ...] = tuple(parse_fallback_chain(options.fallback_chain))
+    elif options.model is not None:
+        chain = tuple(parse_fallback_chain([options.model]))
+    else:
+        raise RuntimeOptionsError("run-invalid-options", "a model or a fallback_chain is required")
+    if options.tool_execution_mode not in TOOL_EXECUTION_MODES:
+        raise RuntimeOptionsError(
+            "run-invalid-options", f"tool_execution_mode must be one of {TOOL_EXECUTION_MODES}"
+        )
+    for name, value, limit in (
+        ("max_steps", options.max_steps, RUN_MAX_STEPS_LIMIT),
+        ("max_repeated_steps", options.max_repeated_steps, RUN_MAX_STEPS_LIMIT),
+    ):
+        if type(value) is not int or not 1 <= value <= limit:
+            raise RuntimeOptionsError("run-invalid-options", f"{name} must be an integer from 1 to {limit}")
+    for name, window in (
+        ("context_window", options.context_window),
+        ("max_output_tokens", options.max_output_tokens),
+    ):
+        if window is not None and (type(window) is not int or window < 1):
+            raise RuntimeOptionsError("run-invalid-options", f"{name} must be a positive integer")
+    if options.live_input is not None and not isinstance(options.live_input, LiveInput):
+        raise RuntimeOptionsError("run-invalid-options", "live_input must be a LiveInput")
+    if options.cancel is not None and not isinstance(options.cancel, anyio.Event):
+        raise RuntimeOptionsError("run-invalid-options", "cancel must be an anyio.Event")
+    allowed = _names(options.allowed_tools, "allowed_tools")
+    denied = _names(options.disallowed_tools, "disallowed_tools") or ()
+    cwd = Path(options.cwd) if options.cwd is not None else workspace
+    if not cwd.is_absolute():
+        cwd = workspace / cwd
+    session_path = Path(options.session_path) if options.session_path is not None else None
+    persist = options.persist if options.persist is not None else session_path is not None
+    if persist and session_path is None:
+        raise RuntimeOptionsError("run-invalid-options", "persist needs a session_path")
+    return _Checked(
+        chain=chain,
+        references=tuple(entry.model for entry in chain),  # type: ignore[attr-defined]
+        allowed=None if allowed is None or "*" in allowed else frozenset(allowed),
+        denied=frozenset(denied),
+        cwd=str(cwd),
+        session_path=session_path,
+        persist=bool(persist),
+    )
+
+
+def _message_from(raw: object, make: Callable[..., CanonicalMessage]) -> CanonicalMessage:
+    if isinstance(raw, CanonicalMessage):
+        return raw
+    if isinstance(raw, Mapping):
+        role, content = raw.get("role"), raw.get("content")
+        if role in ("user", "assistant") and isinstance(content, str) and set(raw) <= {"role", "content"}:
+            return make(role, (TextBlock(text=content),))
+    raise RuntimeOptionsError(
+        "run-invalid-options",
+        'messages must be CanonicalMessage values or {"role": "user" | "assistant", "content": str}',
+    )
+
+
+def _bounded_text(text: object) -> str:
+    if not isinstance(text, str):
+        return ""
+    if len(text) <= _TOOL_TEXT_MAX_CHARS:
+        return text
+    cut = len(text) - _TOOL_TEXT_MAX_CHARS
+    return text[:_TOOL_TEXT_MAX_CHARS] + f"\n[ds4: {cut} more characters not shown]"
+
+
+def _code(value: object) -> str | None:
+    return value if isinstance(value, str) and _CODE.fullmatch(value) else None
+
+
+class _Turn:
+    """The state of one running turn. Built and used by :func:`run_turn` only."""
+
+    def __init__(
+        self, context: RunContext, system_prompt: str, options: RunOptions, checked: _Checked
+    ) -> None:
+        self.context = context
+        self.system = system_prompt
+        self.options = options
+        self.checked = checked
+        self.run_id = "run-" + secrets.token_hex(6)
+        self.session_id = self.run_id
+        self.counter = 0
+        self.history: list[CanonicalMessage] = []
+        self.produced: list[CanonicalMessage] = []
+        self.unpersisted: list[CanonicalMessage] = []
+        self.entry_ids: list[str] = []
+        self.steps: list[RunStep] = []
+        self.tools: list[RunToolRecord] = []
+        self.failovers: list[FailoverRecord] = []
+        self.used_call_ids: set[str] = set()
+        self.state: PlanState | None = None
+        self.cancel = options.cancel
+        self.text = ""
+        self.all_specs: Mapping[str, ToolSpecLike] = {}
+
+    # --- messages -------------------------------------------------------------------------------------
+
+    def make(self, role: str, blocks: tuple[Any, ...], **extra: Any) -> CanonicalMessage:
+        self.counter += 1
+        entry = f"{self.run_id}-{self.counter}"
+        atomic = any(type(block) is ToolCallBlock or type(block) is ToolResultBlock for block in blocks)
+        return CanonicalMessage(
+            id=entry,
+            source_entry_id=entry,
+            role=role,  # type: ignore[arg-type]
+            blocks=blocks,
+            provenance=Provenance(source="runtime-session", session_id=self.session_id, entry_id=entry),
+            flags=MessageFlags(atomic=True if atomic else None),
+            **extra,
+        )
+
+    def add(self, message: CanonicalMessage) -> None:
+        self.history.append(message)
+        self.produced.append(message)
+        self.unpersisted.append(message)
+
+    def emit(self, event: RunEvent) -> None:
+        on_event = self.options.on_event
+        if on_event is None:
+            return
+        try:
+            on_event(event)
+        except Exception:  # noqa: S110 - a broken display must not cost the user the turn
+            pass
+
+    # --- the Pi session -------------------------------------------------------------------------------
+
+    async def load_session(self) -> None:
+        path = self.checked.session_path
+        if path is None:
+            return
+        from ds4_context_engine.pi import build_pi_context, create_pi_session, read_pi_session  # noqa: PLC0415
+
+        def load() -> tuple[str, tuple[CanonicalMessage, ...]]:
+            if not path.exists():
+                if not self.checked.persist:
+                    return self.run_id, ()
+                header = create_pi_session(path, cwd=self.checked.cwd)
+                return header.id, ()
+            context = build_pi_context(read_pi_session(path))
+            return context.session_id, context.messages
+
+        try:
+            session_id, messages = await anyio.to_thread.run_sync(load)
+        except Exception as error:
+            raise _Stop(
+                "run-session-write-failed", f"the session could not be read ({type(error).__name__})"
+            ) from None
+        self.session_id = session_id
+        self.history.extend(messages)
+
+    async def flush(self) -> None:
+        if not self.checked.persist or not self.unpersisted:
+            return
+        path = self.checked.session_path
+        assert path is not None
+        from ds4_context_engine.pi import append_pi_entries, canonical_to_pi_message  # noqa: PLC0415
+
+        entries = [("message", {"message": canonical_to_pi_message(message)}) for message in self.unpersisted]
+        try:
+            with anyio.CancelScope(shield=True):  # a step is written whole or not at all, even when cancelled
+                written = await anyio.to_thread.run_sync(append_pi_entries, path, entries)
+        except Exception as error:
+            raise _Stop(
+                "run-session-write-failed", f"the session append failed ({type(error).__name__})"
+            ) from None
+        self.entry_ids.extend(entry.id for entry in written)
+        self.unpersisted.clear()
+
+    # --- one model call -------------------------------------------------------------------------------
+
+    async def cancellable(self, call: Callable[[], Awaitable[_T]]) -> tuple[bool, _T | None]:
+        cancel = self.cancel
+        if cancel is None:
+            return True, await call()
+        if cancel.is_set():
+            return False, None
+        box: list[_T] = []
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                await cancel.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(watch)
+            box.append(await call())
+            group.cancel_scope.cancel()
+        return (True, box[0]) if box else (False, None)
+
+    def plan(
+        self, step: int, descriptor: ModelDescriptor, fixed_tokens: int, destination: str | None
+    ) -> ContextPlan:
+        from ds4_context_core.planner import plan_context  # noqa: PLC0415
+
+        primary = self.checked.references[0].reference
+        calibrator = self.context.calibrators.get(primary)
+        ratio = calibrator.calibration().planner_ratio() if calibrator is not None else None
+        plan = plan_context(
+            self.history,
+            model=descriptor,
+            fixed_tokens=fixed_tokens,
+            state=self.state,
+            calibration_ratio=ratio,
+            destination=destination,
+        )
+        fallback = plan.fallback
+        if (fallback is not None and fallback.mode == "blocked") or not plan.messages:
+            code = fallback.code if fallback is not None else "empty"
+            raise _Stop("run-context-blocked", f"the planner sent nothing ({code[:64]})")
+        self.state = plan.state
+        self.emit(StepPlanned(step=step, plan=plan, context_window=descriptor.context_window))
+        return plan
+
+    async def call_model(
+        self,
+        step: int,
+        router: ProviderRuntime,
+        plan: ContextPlan,
+        descriptor: ModelDescriptor,
+        tools: tuple[ToolDefinition, ...],
+        live: list[LiveInputMessage],
+        live_messages: dict[int, CanonicalMessage],
+    ) -> CompletionOutput:
+        anonymous = {live_messages[item.sequence].id for item in live if item.id is None}
+        request = CompletionRequest.from_messages(
+            plan.messages,
+            model=descriptor,
+            system=self.system or None,
+            tools=tools,
+            max_output_tokens=self.options.max_output_tokens,
+            temperature=self.options.temperature,
+            estimated_input_tokens=plan.budget.total_tokens,
+        )
+        attempts_seen = [0]
+
+        def prepare(attempt: CompletionRequest, _context: AttemptContext) -> CompletionRequest:
+            attempts_seen[0] += 1
+            if attempts_seen[0] == 1 or not anonymous:
+                return attempt
+            # a retried attempt does not replay anonymous live input: it is delivered at most once
+            kept = tuple(message for message in attempt.messages if message.id not in anonymous)
+            return msgspec.structs.replace(attempt, messages=kept)
+
+        def on_delta(context: AttemptContext, event: Any) -> None:
+            self.emit(
+                ModelStreamed(
+                    step=step, entry_index=context.entry_index, attempt=context.attempt, event=event
+                )
+            )
+
+        finished, routed = await self.cancellable(lambda: router.stream(request, on_delta, prepare=prepare))
+        live_input = self.options.live_input
+        retried = attempts_seen[0] > 1
+        if live_input is not None and live:
+            if finished and routed is not None and isinstance(routed.result, CompletionCompleted):
+                dropped = [item for item in live if item.id is None and retried]
+                live_input.settle([item for item in live if item not in dropped], "acknowledged")
+                live_input.settle(dropped, "uncertain")
+                self.forget([live_messages[item.sequence] for item in dropped])
+            else:
+                sent = attempts_seen[0] > 0
+                live_input.settle(live, "uncertain" if sent else "rejected")
+                self.forget([live_messages[item.sequence] for item in live])
+        if not finished or routed is None:
+            raise _Stop("run-cancelled", "the turn was cancelled during a model call")
+        self.failovers.extend(routed.failovers)
+        result = routed.result
+        if isinstance(result, CompletionFallback):
+            failure = result.failure
+            detail = f"{failure.kind}: {failure.reason}" if failure is not None else result.reason
+            code = {
+                "privacy-enforcement-failed": "run-privacy-failed",
+                "invalid-request": "run-provider-invalid-request",
+            }.get(result.code, "run-provider-failed")
+            raise _Stop(code, detail[:300])
+        output = result.output
+        if not isinstance(output, CompletionOutput):
+            raise _Stop("run-provider-failed", "the transport answered without a parsed output")
+        usage = result.usage
+        if usage is not None and usage.input_tokens > 0 and plan.budget.total_tokens > 0:
+            key = routed.model.reference
+            calibrator = self.context.calibrators.setdefault(key, TokenCalibrator())
+            calibrator.record(estimated=plan.budget.total_tokens, actual=usage.input_tokens)
+        self.steps.append(
+            RunStep(
+                step=step,
+                model=routed.model.reference,
+                attempts=routed.attempts,
+                planned_tokens=plan.budget.total_tokens,
+                hard_limit=plan.budget.hard_limit,
+                messages_sent=len(plan.messages),
+                tool_calls=len(output.tool_calls),
+                usage=usage,
+                stop_reason=output.stop_reason,
+            )
+        )
+        return output
+
+    def forget(self, messages: list[CanonicalMessage]) -> None:
+        if not messages:
+            return
+        ids = {message.id for message in messages}
+        for bucket in (self.history, self.produced, self.unpersisted):
+            bucket[:] = [message for message in bucket if message.id not in ids]
+
+    # --- tools ----------------------------------------------------------------------------------------
+
+    def call_id(self, raw: str, step: int, index: int) -> str:
+        candidate = raw if isinstance(raw, str) and _CALL_ID.fullmatch(raw) else ""
+        if not candidate or candidate in self.used_call_ids:
+            candidate = f"call_{self.run_id[4:]}_{step}_{index}"
+        self.used_call_ids.add(candidate)
+        return candidate
+
+    def refusal(self, call: OutputToolCall, offered: Mapping[str, ToolSpecLike]) -> HostToolOutcome | None:
+        if call.arguments_error is not None:
+            return HostToolOutcome(
+                text=f"the arguments of this {call.name} call were not a JSON object ({call.arguments_error}); "
+                "send the call again with valid JSON arguments",
+                is_error=True,
+                code="tool-arguments-invalid",
+                state="rejected",
+            )
+        if call.name not in offered:
+            known = call.name in self.all_specs
+            return HostToolOutcome(
+                text=(
+                    f"the tool {call.name} is not allowed in this turn"
+                    if known
+                    else f"there is no tool named {call.name}; use one of: {', '.join(sorted(offered)) or 'none'}"
+                ),
+                is_error=True,
+                code="tool-not-allowed" if known else "tool-unknown",
+                state="rejected",
+            )
+        return None
+
+    async def record(self, event: ToolInvocationEvent | ToolResultEvent) -> str | None:
+        sink = self.context.lifecycle_sink
+        if sink is None:
+            return None
+        with anyio.CancelScope(shield=True):  # the trail stays whole when the turn is cancelled
+            try:
+                return (await sink.record(event)).persistence
+            except ToolLifecycleError:
+                return "failed"
+
+    async def run_call(
+        self,
+        step: int,
+        call_id: str,
+        call: OutputToolCall,
+        refusal: HostToolOutcome | None,
+        results: list[tuple[ToolResultBlock, RunToolRecord] | None],
+        index: int,
+    ) -> None:
+        self.emit(ToolStarted(step=step, call_id=call_id, name=call.name, arguments=call.arguments))
+        invocation = ToolInvocationEvent(
+            tool_call_id=call_id, tool_name=call.name, arguments=dict(call.arguments)
+        )
+        persistence = await self.record(invocation)
+        started = time.monotonic()
+        outcome: ToolOutcomeLike | None = refusal
+        if outcome is None and self.cancel is not None and self.cancel.is_set():
+            outcome = HostToolOutcome(
+                text="the turn was cancelled before this call ran",
+                is_error=True,
+                code="tool-cancelled",
+                state="cancelled",
+            )
+        if outcome is None:
+            try:
+                finished, outcome = await self.cancellable(
+                    lambda: self.context.toolbox.execute(
+                        call.name, call.arguments, call_id=call_id, cwd=self.checked.cwd, cancel=self.cancel
+                    )
+                )
+            except Exception as error:  # a toolbox must not raise; if it does, the call still gets a result
+                finished, outcome = (
+                    True,
+                    HostToolOutcome(
+                        text=f"the tool failed ({type(error).__name__})",
+                        is_error=True,
+                        code="tool-raised",
+                        state="error",
+                    ),
+                )
+            if not finished or outcome is None:
+                outcome = HostToolOutcome(
+                    text="the turn was cancelled while this call ran",
+                    is_error=True,
+                    code="tool-cancelled",
+                    state="cancelled",
+                )
+        elapsed = round((time.monotonic() - started) * 1000, 3)
+        state = (
+            outcome.state
+            if outcome.state in TOOL_LIFECYCLE_STATES
+            else ("error" if outcome.is_error else "success")
+        )
+        text = _bounded_text(outcome.text)
+        code = _code(outcome.code)
+        artifact = (
+            outcome.artifact_id if isinstance(outcome.artifact_id, str) and outcome.artifact_id else None
+        )
+        result_event = ToolResultEvent(
+            tool_call_id=call_id,
+            tool_name=call.name,
+            state=state,  # type: ignore[arg-type]
+            content=text,
+            detail_code=code,
+            execution_ms=elapsed,
+            artifacts=(artifact,) if artifact else (),
+        )
+        result_persistence = await self.record(result_event) if persistence != "failed" else "failed"
+        record = RunToolRecord(
+            step=step,
+            call_id=call_id,
+            name=call.name,
+            state=state,
+            is_error=bool(outcome.is_error),
+            code=code,
+            execution_ms=elapsed,
+            artifact_id=artifact,
+            persistence=result_persistence,
+        )
+        block = ToolResultBlock(
+            tool_call_id=call_id, tool_name=call.name, content=text, is_error=bool(outcome.is_error)
+        )
+        results[index] = (block, record)
+        self.emit(ToolFinished(step=step, record=record))
+
+    async def run_tools(
+        self,
+        step: int,
+        calls: Sequence[tuple[str, OutputToolCall]],
+        offered: Mapping[str, ToolSpecLike],
+        repeated: bool,
+    ) -> None:
+        results: list[tuple[ToolResultBlock, RunToolRecord] | None] = [None] * len(calls)
+        refusals = [self.refusal(call, offered) for _, call in calls]
+        if repeated:
+            refusals = [
+                refusal
+                or HostToolOutcome(
+                    text="this exact call was repeated too many times in a row; the turn stops here",
+                    is_error=True,
+                    code="tool-call-repeated",
+                    state="rejected",
+                )
+                for refusal in refusals
+            ]
+        names = [call.name if refusals[index] is None else "" for index, (_, call) in enumerate(calls)]
+        for batch in parallel_batches(names, offered, mode=self.options.tool_execution_mode):
+            if len(batch) == 1:
+                index = batch[0]
+                await self.run_call(step, calls[index][0], calls[index][1], refusals[index], results, index)
+                continue
+            async with anyio.create_task_group() as group:
+                for index in batch:
+                    group.start_soon(
+                        self.run_call, step, calls[index][0], calls[index][1], refusals[index], results, index
+                    )
+        for entry in results:
+            assert entry is not None
+            block, record = entry
+            self.tools.append(record)
+            self.add(self.make("tool", (block,)))
+
+    def result(self, code: str | None, detail: str | None) -> RunResult:
+        return RunResult(
+            text=self.text,
+            messages=tuple(self.produced),
+            steps=tuple(self.steps),
+            tool_records=tuple(self.tools),
+            failovers=tuple(self.failovers),
+            stop_reason="completed" if code is None else "error",
+            error=code,
+            error_detail=detail,
+            session_entry_ids=tuple(self.entry_ids),
+        )
+
+
+def _fixed_tokens(system: str, tools: Sequence[ToolDefinition]) -> int:
+    total = estimate_text_tokens(system) if system else 0
+    for tool in tools:
+        total += estimate_text_tokens(msgspec.json.encode(msgspec.to_builtins(tool)).decode())
+    return total
+
+
+def _step_signature(calls: Sequence[OutputToolCall]) -> bytes:
+    return b"\x00".join(call.name.encode() + b"\x01" + _sorted_json.encode(call.arguments) for call in calls)
+
+
+async def run_turn(context: RunContext, system_prompt: str, options: RunOptions) -> RunResult:
+    """Run one agent turn (see the module docstring). Never raises for an expected failure."""
+    try:
+        if not isinstance(system_prompt, str):
+            raise RuntimeOptionsError("run-invalid-options", "system_prompt must be text")
+        checked = _check(options, context.workspace)
+        turn = _Turn(context, system_prompt, options, checked)
+        inputs = [_message_from(raw, turn.make) for raw in options.messages]
+    except RuntimeOptionsError as error:
+        return RunResult(
+            text="",
+            messages=(),
+            steps=(),
+            tool_records=(),
+            failovers=(),
+            stop_reason="error",
+            error=error.code if error.code in _OPTION_CODES else "run-invalid-options",
+            error_detail=str(error)[:300],
+        )
+    try:
+        return await _drive(turn, inputs)
+    except _Stop as stop:
+        try:
+            await turn.flush()
+        except _Stop:
+            pass
+        return turn.result(stop.code, stop.detail)
+
+
+_OPTION_CODES: Final = frozenset(
+    {
+        "run-invalid-options",
+        "runtime-option-removed",
+        "runtime-backend-unavailable",
+        "fallback-attempts-out-of-range",
+        "fallback-chain-empty",
+        "fallback-invalid-effort",
+        "fallback-invalid-entry",
+        "fallback-invalid-model",
+    }
+)
+
+
+async def _drive(turn: _Turn, inputs: list[CanonicalMessage]) -> RunResult:
+    context, options, checked = turn.context, turn.options, turn.checked
+    try:
+        router = context.build_router(
+            checked.chain,
+            AttemptPolicy(
+                allowed_tools=None if checked.allowed is None else tuple(sorted(checked.allowed)),
+                disallowed_tools=tuple(sorted(checked.denied)) or None,
+            ),
+            options.attempt_timeout_s,
+            options.deadline_s,
+        )
+    except RuntimeOptionsError as error:
+        raise _Stop(
+            error.code if error.code in _OPTION_CODES else "run-invalid-options", str(error)[:300]
+        ) from None
+    await turn.load_session()
+    for message in inputs:
+        turn.add(message)
+    await turn.flush()
+    specs = {spec.name: spec for spec in context.toolbox.specs()}
+    turn.all_specs = specs
+    offered = {
+        name: spec
+        for name, spec in specs.items()
+        if (checked.allowed is None or name in checked.allowed) and name not in checked.denied
+    }
+    tools = tuple(
+        ToolDefinition(name=spec.name, description=spec.description, parameters=dict(spec.parameters))
+        for spec in offered.values()
+    )
+    descriptors = [context.describe_model(reference, options) for reference in checked.references]
+    descriptor = min(descriptors, key=lambda described: described.context_window)
+    descriptor = msgspec.structs.replace(
+        descriptor, provider=checked.references[0].provider, id=checked.references[0].model
+    )
+    destination = context.wire_format(checked.references[0])
+    fixed = _fixed_tokens(turn.system, tools)
+    previous_signature: bytes | None = None
+    repeats = 0
+    for step in range(1, options.max_steps + 1):
+        if turn.cancel is not None and turn.cancel.is_set():
+            raise _Stop("run-cancelled", "the turn was cancelled")
+        live: list[LiveInputMessage] = []
+        live_messages: dict[int, CanonicalMessage] = {}
+        if options.live_input is not None:
+            live = options.live_input.take()
+            for item in live:
+                message = turn.make("user", (TextBlock(text=item.text),))
+                live_messages[item.sequence] = message
+                turn.add(message)
+        try:
+            plan = turn.plan(step, descriptor, fixed, destination if destination in _WIRE_FORMATS else None)
+        except _Stop:
+            if options.live_input is not None and live:
+                options.live_input.settle(live, "rejected")
+                turn.forget(list(live_messages.values()))
+            raise
+        output = await turn.call_model(step, router, plan, descriptor, tools, live, live_messages)
+        calls = [(turn.call_id(call.id, step, index), call) for index, call in enumerate(output.tool_calls)]
+        blocks: list[Any] = [TextBlock(text=output.text)] if output.text else []
+        blocks.extend(
+            ToolCallBlock(id=call_id, name=call.name, arguments=dict(call.arguments))
+            for call_id, call in calls
+        )
+        if not blocks:
+            blocks.append(TextBlock(text=""))
+        provider, _, model_id = turn.steps[-1].model.partition(":")
+        turn.add(turn.make("assistant", tuple(blocks), provider=provider, model=model_id))
+        if not calls:
+            turn.text = output.text
+            await turn.flush()
+            return turn.result(None, None)
+        signature = _step_signature([call for _, call in calls])
+        repeats = repeats + 1 if signature == previous_signature else 1
+        previous_signature = signature
+        looping = repeats > options.max_repeated_steps
+        await turn.run_tools(step, calls, offered, looping)
+        await turn.flush()
+        if looping:
+            raise _Stop("run-tool-loop", f"the same tool calls were repeated {repeats} times in a row")
+        if turn.cancel is not None and turn.cancel.is_set():
+            raise _Stop("run-cancelled", "the turn was cancelled while tools ran")
+    raise _Stop("run-max-steps", f"the turn used all {options.max_steps} steps")
