@@ -35,7 +35,12 @@ from ds4_context_core.adapter import CompletionCompleted, CompletionRequest
 from ds4_context_core.planner import plan_context
 from ds4_context_core.privacy import PrivacySummary, enforce_payload_privacy
 from ds4_context_engine.pi import build_pi_context, read_pi_session
-from ds4_context_engine.providers import CompletionOutput, CompletionUsage, OpenAIChatTransport, OutputToolCall
+from ds4_context_engine.providers import (
+    CompletionOutput,
+    CompletionUsage,
+    OpenAIChatTransport,
+    OutputToolCall,
+)
 from ds4_context_engine.runtime import HostTool, RunOptions, StepPlanned, ToolFinished, create_runtime
 
 WINDOW = 200_000
@@ -176,8 +181,14 @@ def main() -> None:
         f"{memory:.3f} ms median, {memory_p90:.3f} ms p90"
     )
     print(f"loop overhead per step, persisted (fsync): {persisted:7.3f} ms")
-    print(f"peer: plan_context per step, state carried:   {with_state:7.3f} ms  (loop/planner {memory_mean / with_state:.2f}x)")
-    print(f"peer: plan_context per step, from scratch:    {without_state:7.3f} ms  (state saves {without_state / with_state:.1f}x)")
+    print(
+        f"peer: plan_context per step, state carried:   {with_state:7.3f} ms  "
+        f"(loop/planner {memory_mean / with_state:.2f}x)"
+    )
+    print(
+        f"peer: plan_context per step, from scratch:    {without_state:7.3f} ms  "
+        f"(state saves {without_state / with_state:.1f}x)"
+    )
     print(f"transport preparation per step (convert + privacy, inside model time): {preparation:7.3f} ms")
 
 

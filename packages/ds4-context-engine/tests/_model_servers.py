@@ -16,7 +16,11 @@ from typing import Any
 
 from _http_servers import Recorded, Reply, ScriptedServer
 
-PATHS = {"openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses", "anthropic": "/v1/messages"}
+PATHS = {
+    "openai-chat": "/v1/chat/completions",
+    "openai-responses": "/v1/responses",
+    "anthropic": "/v1/messages",
+}
 
 
 @dataclass
@@ -125,16 +129,29 @@ def _chat_events(answer: Answer, tokens: int) -> list[Any]:
         half = len(answer.text) // 2
         for piece in (answer.text[:half], answer.text[half:]):
             if piece:
-                events.append({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+                events.append(
+                    {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                )
     for index, (call_id, name, arguments) in enumerate(answer.calls):
         cut = len(arguments) // 2
-        first = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": arguments[:cut]}}
+        first = {
+            "index": index,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": arguments[:cut]},
+        }
         second = {"index": index, "function": {"arguments": arguments[cut:]}}
         for part in (first, second):
-            events.append({**base, "choices": [{"index": 0, "delta": {"tool_calls": [part]}, "finish_reason": None}]})
+            events.append(
+                {**base, "choices": [{"index": 0, "delta": {"tool_calls": [part]}, "finish_reason": None}]}
+            )
     finish = "tool_calls" if answer.calls else "stop"
     events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-    usage = {"prompt_tokens": tokens, "completion_tokens": answer.output_tokens, "total_tokens": tokens + answer.output_tokens}
+    usage = {
+        "prompt_tokens": tokens,
+        "completion_tokens": answer.output_tokens,
+        "total_tokens": tokens + answer.output_tokens,
+    }
     events.append({**base, "choices": [], "usage": usage})
     events.append("[DONE]")
     return events
@@ -144,17 +161,58 @@ def _responses_events(answer: Answer, tokens: int) -> list[Any]:
     events: list[Any] = []
     output: list[Any] = []
     if answer.text:
-        events.append({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": answer.text})
-        output.append({"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": answer.text, "annotations": []}]})
+        events.append(
+            {
+                "type": "response.output_text.delta",
+                "item_id": "msg_1",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": answer.text,
+            }
+        )
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_1",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": answer.text, "annotations": []}],
+            }
+        )
     for index, (call_id, name, arguments) in enumerate(answer.calls, start=len(output)):
-        item = {"type": "function_call", "id": f"fc_{index}", "call_id": call_id, "name": name, "arguments": "", "status": "in_progress"}
+        item = {
+            "type": "function_call",
+            "id": f"fc_{index}",
+            "call_id": call_id,
+            "name": name,
+            "arguments": "",
+            "status": "in_progress",
+        }
         events.append({"type": "response.output_item.added", "output_index": index, "item": item})
-        events.append({"type": "response.function_call_arguments.delta", "item_id": f"fc_{index}", "output_index": index, "delta": arguments})
+        events.append(
+            {
+                "type": "response.function_call_arguments.delta",
+                "item_id": f"fc_{index}",
+                "output_index": index,
+                "delta": arguments,
+            }
+        )
         output.append({**item, "arguments": arguments, "status": "completed"})
     final = {
-        "id": "resp_1", "object": "response", "created_at": 1, "status": "completed", "model": "scripted",
-        "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
-        "usage": {"input_tokens": tokens, "output_tokens": answer.output_tokens, "total_tokens": tokens + answer.output_tokens},
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed",
+        "model": "scripted",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": tokens,
+            "output_tokens": answer.output_tokens,
+            "total_tokens": tokens + answer.output_tokens,
+        },
     }
     events.append({"type": "response.completed", "response": final})
     return events
@@ -162,7 +220,19 @@ def _responses_events(answer: Answer, tokens: int) -> list[Any]:
 
 def _anthropic_events(answer: Answer, tokens: int) -> list[Any]:
     events: list[Any] = [
-        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "scripted", "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": tokens, "output_tokens": 1}}}
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "scripted",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": tokens, "output_tokens": 1},
+            },
+        }
     ]
     index = 0
     if answer.text:
@@ -175,12 +245,26 @@ def _anthropic_events(answer: Answer, tokens: int) -> list[Any]:
     for offset, (call_id, name, arguments) in enumerate(answer.calls):
         block = index + offset
         events += [
-            {"type": "content_block_start", "index": block, "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}},
-            {"type": "content_block_delta", "index": block, "delta": {"type": "input_json_delta", "partial_json": arguments}},
+            {
+                "type": "content_block_start",
+                "index": block,
+                "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+            },
+            {
+                "type": "content_block_delta",
+                "index": block,
+                "delta": {"type": "input_json_delta", "partial_json": arguments},
+            },
             {"type": "content_block_stop", "index": block},
         ]
     stop = "tool_use" if answer.calls else "end_turn"
-    events.append({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": answer.output_tokens}})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": answer.output_tokens},
+        }
+    )
     events.append({"type": "message_stop"})
     return events
 
@@ -214,7 +298,11 @@ class ModelServer:
             number = len(self.seen)
         action = self.brain(view, number)
         if isinstance(action, Fail):
-            return Reply(status=action.status, body={"error": {"type": "scripted", "message": "x"}}, headers=action.headers)
+            return Reply(
+                status=action.status,
+                body={"error": {"type": "scripted", "message": "x"}},
+                headers=action.headers,
+            )
         if isinstance(action, Hang):
             return Reply(status=200, body={}, delay_s=action.seconds)
         if isinstance(action, Cut):
@@ -245,6 +333,10 @@ def transport_for(wire: str, url: str, **kwargs: Any) -> Any:
         OpenAIResponsesTransport,
     )
 
-    kinds = {"openai-chat": OpenAIChatTransport, "openai-responses": OpenAIResponsesTransport, "anthropic": AnthropicMessagesTransport}
+    kinds = {
+        "openai-chat": OpenAIChatTransport,
+        "openai-responses": OpenAIResponsesTransport,
+        "anthropic": AnthropicMessagesTransport,
+    }
     provider = kwargs.pop("provider", "anthropic" if wire == "anthropic" else "openai")
     return kinds[wire](base_url=url, provider=provider, api_key="test-key", api_key_env=None, **kwargs)

@@ -11,6 +11,7 @@ import pytest
 from _model_servers import Answer, ModelServer, transport_for
 
 from ds4_context_engine.pi import build_pi_context, read_pi_session
+from ds4_context_engine.providers import TextDelta
 from ds4_context_engine.runtime import (
     HostTool,
     JsonlToolLifecycleStore,
@@ -21,7 +22,6 @@ from ds4_context_engine.runtime import (
     ToolStarted,
     create_runtime,
 )
-from ds4_context_engine.providers import TextDelta
 
 WIRES = ("openai-chat", "openai-responses", "anthropic")
 PROVIDER = {"openai-chat": "openai", "openai-responses": "openai", "anthropic": "anthropic"}
@@ -125,12 +125,16 @@ def test_a_turn_streams_runs_parallel_tools_and_ends_with_the_answer(wire, tmp_p
     # the two read-only calls overlapped: each waited for the other to start (a sequential run would fail)
     assert [record.state for record in result.tool_records] == ["success", "success"]
     # typed deltas streamed, tool events reported
-    deltas = "".join(e.event.text for e in events if isinstance(e, ModelStreamed) and isinstance(e.event, TextDelta))
-    assert "Checking both." in deltas and "Paris:" in deltas
+    deltas = "".join(
+        e.event.text for e in events if isinstance(e, ModelStreamed) and isinstance(e.event, TextDelta)
+    )
+    assert "Checking both." in deltas
+    assert "Paris:" in deltas
     assert [e.name for e in events if isinstance(e, ToolStarted)] == ["weather", "weather"]
     assert {e.record.state for e in events if isinstance(e, ToolFinished)} == {"success"}
     # usage per step, from the provider
-    assert len(result.steps) == 2 and all(step.usage is not None for step in result.steps)
+    assert len(result.steps) == 2
+    assert all(step.usage is not None for step in result.steps)
     assert result.usage.input_tokens == sum(step.usage.input_tokens for step in result.steps)
     # the Pi session holds the whole turn and reads back as the same conversation
     context = build_pi_context(read_pi_session(session))
@@ -140,6 +144,8 @@ def test_a_turn_streams_runs_parallel_tools_and_ends_with_the_answer(wire, tmp_p
     # the lifecycle trail: an invocation, then exactly one result, per call
     lines = [json.loads(line) for line in sink_file.read_text().splitlines()]
     phases = [(line["toolCallId"], line["phase"]) for line in lines]
-    assert sorted(phases) == sorted([("call_a", "invocation"), ("call_a", "result"), ("call_b", "invocation"), ("call_b", "result")])
+    assert sorted(phases) == sorted(
+        [("call_a", "invocation"), ("call_a", "result"), ("call_b", "invocation"), ("call_b", "result")]
+    )
     for call in ("call_a", "call_b"):
         assert phases.index((call, "invocation")) < phases.index((call, "result"))

@@ -31,7 +31,9 @@ def echo(arguments, context):
     return f"echo {arguments.get('n')}"
 
 
-ECHO = HostTool(name="echo", function=echo, parameters={"type": "object", "properties": {"n": {"type": "integer"}}})
+ECHO = HostTool(
+    name="echo", function=echo, parameters={"type": "object", "properties": {"n": {"type": "integer"}}}
+)
 SHELL = HostTool(name="shell", function=lambda arguments, context: "ran")
 
 
@@ -95,7 +97,9 @@ def test_unknown_tools_broken_json_and_disallowed_tools_are_answered_with_coded_
 
 def test_a_model_looping_on_the_same_call_is_stopped_with_a_code_and_every_call_answered(tmp_path):
     session = tmp_path / "s.jsonl"
-    with ModelServer("openai-chat", lambda view, number: Answer(calls=[(f"c{number}", "echo", '{"n": 7}')])) as server:
+    with ModelServer(
+        "openai-chat", lambda view, number: Answer(calls=[(f"c{number}", "echo", '{"n": 7}')])
+    ) as server:
         result = _turn(server, _options(session_path=session, max_repeated_steps=3), tmp_path=tmp_path)
     assert result.error == "run-tool-loop"
     assert len(server.seen) == 4  # three identical steps ran, the fourth was refused
@@ -103,15 +107,24 @@ def test_a_model_looping_on_the_same_call_is_stopped_with_a_code_and_every_call_
     messages = build_pi_context(read_pi_session(session)).messages
     calls = {i for m in messages for i in m.tool_call_ids}
     results = {i for m in messages for i in m.tool_result_ids}
-    assert calls == results and len(calls) == 4
+    assert calls == results
+    assert len(calls) == 4
 
 
 def test_max_steps_stops_with_a_code_and_a_valid_transcript(tmp_path):
-    with ModelServer("anthropic", lambda view, number: Answer(calls=[(f"t{number}", "echo", json.dumps({"n": number}))])) as server:
+    with ModelServer(
+        "anthropic", lambda view, number: Answer(calls=[(f"t{number}", "echo", json.dumps({"n": number}))])
+    ) as server:
         transports = {"anthropic": transport_for("anthropic", server.url)}
-        result = _turn(server, _options(model="anthropic:scripted", max_steps=3), tmp_path=tmp_path, transports=transports)
+        result = _turn(
+            server,
+            _options(model="anthropic:scripted", max_steps=3),
+            tmp_path=tmp_path,
+            transports=transports,
+        )
     assert result.error == "run-max-steps"
-    assert len(result.steps) == 3 and len(result.tool_records) == 3
+    assert len(result.steps) == 3
+    assert len(result.tool_records) == 3
     assert _orphans(server.seen[-1]) == []
 
 
@@ -136,7 +149,11 @@ def test_rate_limits_server_errors_and_cut_streams_are_retried_and_the_turn_is_n
         )
     assert result.error is None, result.error_detail
     assert result.text == "recovered"
-    assert [record.kind for record in result.failovers] == ["rate-limited", "connection-error", "server-error"]
+    assert [record.kind for record in result.failovers] == [
+        "rate-limited",
+        "connection-error",
+        "server-error",
+    ]
     assert result.steps[0].attempts == 4
     # every attempt sent the same user turn: nothing was lost to the failures
     assert {tuple(view.user_texts) for view in server.seen} == {("go",)}
@@ -147,7 +164,10 @@ def test_a_failing_route_fails_over_to_the_next_provider(tmp_path):
         ModelServer("openai-chat", lambda view, number: Fail(503)) as down,
         ModelServer("anthropic", lambda view, number: Answer(text="from anthropic")) as up,
     ):
-        transports = {"openai": transport_for("openai-chat", down.url), "anthropic": transport_for("anthropic", up.url)}
+        transports = {
+            "openai": transport_for("openai-chat", down.url),
+            "anthropic": transport_for("anthropic", up.url),
+        }
         result = _turn(
             down,
             _options(model=None, fallback_chain=["openai:gpt-x", "anthropic:claude-x"]),
@@ -214,16 +234,25 @@ def test_cancelling_in_the_middle_of_a_tool_leaves_a_valid_session_and_a_consist
         async with runtime, anyio.create_task_group() as group:
             group.start_soon(cancel_when_started)
             with anyio.fail_after(10):
-                return await runtime.run("s", _options(session_path=session, cancel=cancel, tool_execution_mode="sequential"))
+                return await runtime.run(
+                    "s", _options(session_path=session, cancel=cancel, tool_execution_mode="sequential")
+                )
 
     with ModelServer("openai-chat", brain) as server:
         result = anyio.run(main)
     assert result.error == "run-cancelled"
-    assert [(r.call_id, r.state) for r in result.tool_records] == [("a", "cancelled"), ("b", "cancelled"), ("c", "cancelled")]
+    assert [(r.call_id, r.state) for r in result.tool_records] == [
+        ("a", "cancelled"),
+        ("b", "cancelled"),
+        ("c", "cancelled"),
+    ]
     # the session is valid: every call has its result, and it reads back as a valid snapshot
     context = build_pi_context(read_pi_session(session))
     snapshot = build_runtime_history_snapshot(
-        runtime_id="pi", session_id=context.session_id, revision="r1", project_root=str(tmp_path),
+        runtime_id="pi",
+        session_id=context.session_id,
+        revision="r1",
+        project_root=str(tmp_path),
         messages=context.messages,
     )
     assert validate_runtime_history_snapshot(snapshot) == ()
@@ -304,7 +333,9 @@ def test_live_input_reaches_the_next_model_call_once_with_phases(tmp_path):
     with ModelServer("openai-chat", brain) as server:
         result = _turn(
             server,
-            _options(model=None, fallback_chain=[{"model": "openai:scripted", "attempts": 2}], live_input=live),
+            _options(
+                model=None, fallback_chain=[{"model": "openai:scripted", "attempts": 2}], live_input=live
+            ),
             tmp_path=tmp_path,
             tools=[HostTool(name="nudge", function=nudge)],
         )
@@ -312,7 +343,8 @@ def test_live_input_reaches_the_next_model_call_once_with_phases(tmp_path):
     assert server.seen[1].user_texts == ["go", "also check the tests", "anonymous note"]
     assert server.seen[2].user_texts == ["go", "also check the tests"]
     assert result.text == "seen: go | also check the tests"
-    assert ("m1", "accepted") in phases and ("m1", "acknowledged") in phases
+    assert ("m1", "accepted") in phases
+    assert ("m1", "acknowledged") in phases
     assert (None, "uncertain") in phases
     assert live.phase("m1") == "acknowledged"
     # the turn's transcript keeps the identified input and drops the uncertain anonymous one
@@ -339,4 +371,5 @@ def test_usage_from_each_answer_feeds_calibration(tmp_path):
     with ModelServer("openai-chat", brain) as server:
         result, calibration = anyio.run(main)
     assert result.error is None
-    assert calibration is not None and calibration.samples == len(result.steps) == 6
+    assert calibration is not None
+    assert calibration.samples == len(result.steps) == 6

@@ -1,4 +1,5 @@
-"""A 200-step tool-using turn against a scripted server: every request inside the window, every call answered."""
+"""A 200-step tool-using turn against a scripted server: every request inside the window, every call
+answered."""
 
 import json
 

@@ -118,6 +118,7 @@ _PLAN: Final = "Plan, explain, restore"
 _CHANGE: Final = "Pins and memory (appended to the session)"
 _STORE: Final = "Derived store"
 _ADAPTERS: Final = "Adapters and version"
+_AGENT: Final = "Run an agent"
 
 SessionArgument = Annotated[Path, typer.Argument(help="A Pi session file (.jsonl).", show_default=False)]
 StoreOption = Annotated[
@@ -942,6 +943,158 @@ def _print_demo(
     console.print(f"\nDemo files {where}. Next: ds4-context plan SESSION --model provider:model --window N")
 
 
+AgentModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help=(
+            "provider:model (openai, anthropic, ollama, lmstudio, or any id with --base-url). Without it, "
+            "the first model of a local server found by discovery."
+        ),
+    ),
+]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="An OpenAI-compatible server (llama.cpp, vLLM, LM Studio ...), e.g. http://127.0.0.1:8080.",
+    ),
+]
+CwdOption = Annotated[
+    Path, typer.Option("--cwd", help="The workspace the tools work in (an existing directory).")
+]
+SystemOption = Annotated[str, typer.Option("--system", help="The system prompt.")]
+AgentSessionOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--session", help="A Pi session file to continue and append the turn to (created if missing)."
+    ),
+]
+MaxStepsOption = Annotated[
+    int, typer.Option("--max-steps", min=1, max=10_000, help="Model calls per turn, at most.")
+]
+AgentWindowOption = Annotated[
+    int | None,
+    typer.Option("--window", min=1, help="The model's context window in tokens (default 128,000)."),
+]
+AllowOption = Annotated[
+    list[str] | None, typer.Option("--allow", help="Offer only these tools (repeatable).")
+]
+DenyOption = Annotated[list[str] | None, typer.Option("--deny", help="Never offer these tools (repeatable).")]
+SequentialOption = Annotated[
+    bool,
+    typer.Option(
+        "--sequential", help="Run every tool call one at a time (default: read-only calls overlap)."
+    ),
+]
+_DEFAULT_SYSTEM: Final = (
+    "You are a careful coding agent. Use the tools to read and change files in the workspace."
+)
+
+
+def _run_settings(
+    *,
+    model: str | None,
+    base_url: str | None,
+    cwd: Path,
+    system: str,
+    session: Path | None,
+    max_steps: int,
+    window: int | None,
+    allow: list[str] | None,
+    deny: list[str] | None,
+    sequential: bool,
+) -> Any:
+    from ._cli_run import RunSettings  # noqa: PLC0415 - the runtime only when an agent runs
+
+    if not cwd.is_dir():
+        raise _usage("run-cwd-invalid", "--cwd must be an existing directory")
+    return RunSettings(
+        model=model,
+        base_url=base_url,
+        cwd=cwd.resolve(),
+        system=system,
+        session=session,
+        max_steps=max_steps,
+        window=window,
+        allowed=tuple(allow) if allow else None,
+        denied=tuple(deny or ()),
+        sequential=sequential,
+    )
+
+
+@app.command("run", rich_help_panel=_AGENT)
+def run_command(
+    prompt: Annotated[str, typer.Argument(help="What to ask the agent.", show_default=False)],
+    *,
+    model: AgentModelOption = None,
+    base_url: BaseUrlOption = None,
+    cwd: CwdOption = Path(),
+    system: SystemOption = _DEFAULT_SYSTEM,
+    session: AgentSessionOption = None,
+    max_steps: MaxStepsOption = 50,
+    window: AgentWindowOption = None,
+    allow: AllowOption = None,
+    deny: DenyOption = None,
+    sequential: SequentialOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Run one agent turn: the answer streams to stdout, tool calls and the context bar to stderr."""
+    settings = _run_settings(
+        model=model,
+        base_url=base_url,
+        cwd=cwd,
+        system=system,
+        session=session,
+        max_steps=max_steps,
+        window=window,
+        allow=allow,
+        deny=deny,
+        sequential=sequential,
+    )
+    from ._cli_run import run_once  # noqa: PLC0415
+
+    result, output = _guard(lambda: run_once(settings, prompt, as_json=as_json))
+    if as_json:
+        _echo_json("run", output)
+    if result.error is not None:
+        raise _fail(result.error, result.error_detail or "the turn failed")
+
+
+@app.command("chat", rich_help_panel=_AGENT)
+def chat_command(
+    *,
+    model: AgentModelOption = None,
+    base_url: BaseUrlOption = None,
+    cwd: CwdOption = Path(),
+    system: SystemOption = _DEFAULT_SYSTEM,
+    session: AgentSessionOption = None,
+    max_steps: MaxStepsOption = 50,
+    window: AgentWindowOption = None,
+    allow: AllowOption = None,
+    deny: DenyOption = None,
+    sequential: SequentialOption = False,
+) -> None:
+    """Chat with an agent: each line read from stdin is a turn (works with a pipe); /exit or EOF ends."""
+    settings = _run_settings(
+        model=model,
+        base_url=base_url,
+        cwd=cwd,
+        system=system,
+        session=session,
+        max_steps=max_steps,
+        window=window,
+        allow=allow,
+        deny=deny,
+        sequential=sequential,
+    )
+    from ._cli_run import chat_lines  # noqa: PLC0415
+
+    failed = _guard(lambda: chat_lines(settings))
+    if failed:
+        raise typer.Exit(EXIT_ERROR)
+
+
 @app.command(rich_help_panel=_ADAPTERS)
 def version() -> None:
     """Print the installed ds4-context version."""
@@ -966,7 +1119,7 @@ def _root(
     """Context management for agent hosts."""
 
 
-_PANEL_ORDER: Final = (_START, _INSPECT, _PLAN, _CHANGE, _STORE, _ADAPTERS)
+_PANEL_ORDER: Final = (_START, _AGENT, _INSPECT, _PLAN, _CHANGE, _STORE, _ADAPTERS)
 # --help lists panels in registration order; put the demo first, then everything by panel
 app.registered_commands.sort(
     key=lambda info: (_PANEL_ORDER.index(info.rich_help_panel or _ADAPTERS), info.name != "demo")

@@ -22,9 +22,18 @@ from ds4_context_core.conformance import ConformanceReport
 from ds4_context_core.planner import PlanBudget, PlanItem, PlanManifest
 
 from .commands import RestoreResult
+from .runtime import FailoverRecord, RunStep, RunToolRecord
 from .store import IndexReport
 
-__all__ = ["DemoOutput", "IndexOutput", "PlanOutput", "command_output_types", "json_schema", "write_schemas"]
+__all__ = [
+    "DemoOutput",
+    "IndexOutput",
+    "PlanOutput",
+    "RunOutput",
+    "command_output_types",
+    "json_schema",
+    "write_schemas",
+]
 
 SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -56,6 +65,20 @@ class DemoOutput(msgspec.Struct, frozen=True, kw_only=True):
     conformance: ConformanceReport
 
 
+class RunOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """``run --json``: the answer, the route and usage per step, the tool calls and every failover."""
+
+    model: str
+    text: str
+    error: str | None
+    error_detail: str | None
+    steps: tuple[RunStep, ...]
+    tool_records: tuple[RunToolRecord, ...]
+    failovers: tuple[FailoverRecord, ...]
+    messages: int
+    session_entry_ids: tuple[str, ...]
+
+
 def _context_command_types() -> dict[str, type]:
     """The ``/context`` commands the CLI runs, with the result type their function returns."""
     from . import commands  # noqa: PLC0415 - the dispatcher is lazy; this is only for schemas
@@ -75,6 +98,7 @@ def command_output_types() -> dict[str, type]:
         "demo": DemoOutput,
         "index": IndexOutput,
         "plan": PlanOutput,
+        "run": RunOutput,
     }
 
 

@@ -25,6 +25,7 @@ or response bodies. Users import each class from the public module named on its 
     ├── DroppedMcpEntryError                          one MCP entry dropped (caught inside parse_mcp_servers)
     ├── BodyTooLargeError(ValueError)                 internal: an answer past the size cap
     ├── ConfigFileError(ValueError)                   internal: a --config file the CLI refused
+    ├── CliRunError(RuntimeError)                     internal: run/chat found no model to use
     ├── UndecodableBodyError(ValueError)              internal: an answer that does not decode
     ├── StreamFailureError                            internal: an error event inside a stream
     └── StreamCallbackError                           internal: the caller's on_event raised
@@ -204,3 +205,7 @@ class StreamCallbackError(Ds4ContextError):
 
 class ConfigFileError(Ds4ContextError, ValueError):
     """Internal: a ``--config`` file the CLI cannot use (printed as ``error [code]: ...``, never quoted)."""
+
+
+class CliRunError(Ds4ContextError, RuntimeError):
+    """Internal: ``run``/``chat`` cannot start: no model to use (``run-no-model``) or a bad ``--model``."""

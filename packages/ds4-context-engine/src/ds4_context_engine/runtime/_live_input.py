@@ -16,6 +16,7 @@ Phases, reported to ``on_phase`` and readable with :meth:`LiveInput.phase`:
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections import deque
@@ -129,9 +130,7 @@ class LiveInput:
         with self._lock:
             self._phases[message.sequence] = phase
         if self._on_phase is not None:
-            try:
+            with contextlib.suppress(Exception):  # see the class docstring
                 self._on_phase(
                     LiveInputPhaseEvent(message_id=message.id, sequence=message.sequence, phase=phase)
                 )
-            except Exception:  # noqa: S110 - see the class docstring
-                pass

@@ -11,6 +11,7 @@ holds a call without its result. Nothing here raises for an expected failure: th
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 import time
@@ -90,6 +91,16 @@ class _Stop(Exception):  # noqa: N818 - internal control flow, never leaves this
         super().__init__(code)
         self.code = code
         self.detail = detail
+
+
+class _Pending(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool call of a step, with the refusal it gets instead of running (if any)."""
+
+    step: int
+    call_id: str
+    call: OutputToolCall
+    refusal: HostToolOutcome | None
+    index: int
 
 
 class _Checked(msgspec.Struct, kw_only=True):
@@ -245,10 +256,8 @@ class _Turn:
         on_event = self.options.on_event
         if on_event is None:
             return
-        try:
+        with contextlib.suppress(Exception):  # a broken display must not cost the user the turn
             on_event(event)
-        except Exception:  # noqa: S110 - a broken display must not cost the user the turn
-            pass
 
     # --- the Pi session -------------------------------------------------------------------------------
 
@@ -340,6 +349,7 @@ class _Turn:
 
     async def call_model(
         self,
+        *,
         step: int,
         router: ProviderRuntime,
         plan: ContextPlan,
@@ -442,7 +452,8 @@ class _Turn:
     def refusal(self, call: OutputToolCall, offered: Mapping[str, ToolSpecLike]) -> HostToolOutcome | None:
         if call.arguments_error is not None:
             return HostToolOutcome(
-                text=f"the arguments of this {call.name} call were not a JSON object ({call.arguments_error}); "
+                text=f"the arguments of this {call.name} call were not a JSON object "
+                f"({call.arguments_error}); "
                 "send the call again with valid JSON arguments",
                 is_error=True,
                 code="tool-arguments-invalid",
@@ -454,7 +465,8 @@ class _Turn:
                 text=(
                     f"the tool {call.name} is not allowed in this turn"
                     if known
-                    else f"there is no tool named {call.name}; use one of: {', '.join(sorted(offered)) or 'none'}"
+                    else f"there is no tool named {call.name}; "
+                    f"use one of: {', '.join(sorted(offered)) or 'none'}"
                 ),
                 is_error=True,
                 code="tool-not-allowed" if known else "tool-unknown",
@@ -466,21 +478,22 @@ class _Turn:
         sink = self.context.lifecycle_sink
         if sink is None:
             return None
+        persistence: str = "failed"
         with anyio.CancelScope(shield=True):  # the trail stays whole when the turn is cancelled
-            try:
-                return (await sink.record(event)).persistence
-            except ToolLifecycleError:
-                return "failed"
+            with contextlib.suppress(ToolLifecycleError):  # a conflict or bad event: reported as failed
+                persistence = (await sink.record(event)).persistence
+        return persistence
 
     async def run_call(
-        self,
-        step: int,
-        call_id: str,
-        call: OutputToolCall,
-        refusal: HostToolOutcome | None,
-        results: list[tuple[ToolResultBlock, RunToolRecord] | None],
-        index: int,
+        self, pending: _Pending, results: list[tuple[ToolResultBlock, RunToolRecord] | None]
     ) -> None:
+        step, call_id, call, refusal, index = (
+            pending.step,
+            pending.call_id,
+            pending.call,
+            pending.refusal,
+            pending.index,
+        )
         self.emit(ToolStarted(step=step, call_id=call_id, name=call.name, arguments=call.arguments))
         invocation = ToolInvocationEvent(
             tool_call_id=call_id, tool_name=call.name, arguments=dict(call.arguments)
@@ -578,16 +591,17 @@ class _Turn:
                 for refusal in refusals
             ]
         names = [call.name if refusals[index] is None else "" for index, (_, call) in enumerate(calls)]
+        pending = [
+            _Pending(step=step, call_id=call_id, call=call, refusal=refusals[index], index=index)
+            for index, (call_id, call) in enumerate(calls)
+        ]
         for batch in parallel_batches(names, offered, mode=self.options.tool_execution_mode):
             if len(batch) == 1:
-                index = batch[0]
-                await self.run_call(step, calls[index][0], calls[index][1], refusals[index], results, index)
+                await self.run_call(pending[batch[0]], results)
                 continue
             async with anyio.create_task_group() as group:
                 for index in batch:
-                    group.start_soon(
-                        self.run_call, step, calls[index][0], calls[index][1], refusals[index], results, index
-                    )
+                    group.start_soon(self.run_call, pending[index], results)
         for entry in results:
             assert entry is not None
             block, record = entry
@@ -641,10 +655,8 @@ async def run_turn(context: RunContext, system_prompt: str, options: RunOptions)
     try:
         return await _drive(turn, inputs)
     except _Stop as stop:
-        try:
+        with contextlib.suppress(_Stop):  # the stop's own code says what went wrong first
             await turn.flush()
-        except _Stop:
-            pass
         return turn.result(stop.code, stop.detail)
 
 
@@ -662,7 +674,19 @@ _OPTION_CODES: Final = frozenset(
 )
 
 
-async def _drive(turn: _Turn, inputs: list[CanonicalMessage]) -> RunResult:
+class _Setup(msgspec.Struct, kw_only=True):
+    """What stays the same for every step of a turn."""
+
+    router: Any
+    offered: dict[str, ToolSpecLike]
+    tools: tuple[ToolDefinition, ...]
+    descriptor: ModelDescriptor
+    destination: str | None
+    fixed_tokens: int
+
+
+async def _set_up(turn: _Turn, inputs: list[CanonicalMessage]) -> _Setup:
+    """The router, the tools on offer and the model's limits; the session read and the input written."""
     context, options, checked = turn.context, turn.options, turn.checked
     try:
         router = context.build_router(
@@ -693,13 +717,26 @@ async def _drive(turn: _Turn, inputs: list[CanonicalMessage]) -> RunResult:
         ToolDefinition(name=spec.name, description=spec.description, parameters=dict(spec.parameters))
         for spec in offered.values()
     )
+    # plan for the smallest window of the chain: a failover must not meet a context that does not fit
     descriptors = [context.describe_model(reference, options) for reference in checked.references]
     descriptor = min(descriptors, key=lambda described: described.context_window)
     descriptor = msgspec.structs.replace(
         descriptor, provider=checked.references[0].provider, id=checked.references[0].model
     )
     destination = context.wire_format(checked.references[0])
-    fixed = _fixed_tokens(turn.system, tools)
+    return _Setup(
+        router=router,
+        offered=offered,
+        tools=tools,
+        descriptor=descriptor,
+        destination=destination if destination in _WIRE_FORMATS else None,
+        fixed_tokens=_fixed_tokens(turn.system, tools),
+    )
+
+
+async def _drive(turn: _Turn, inputs: list[CanonicalMessage]) -> RunResult:
+    options = turn.options
+    setup = await _set_up(turn, inputs)
     previous_signature: bytes | None = None
     repeats = 0
     for step in range(1, options.max_steps + 1):
@@ -714,13 +751,21 @@ async def _drive(turn: _Turn, inputs: list[CanonicalMessage]) -> RunResult:
                 live_messages[item.sequence] = message
                 turn.add(message)
         try:
-            plan = turn.plan(step, descriptor, fixed, destination if destination in _WIRE_FORMATS else None)
+            plan = turn.plan(step, setup.descriptor, setup.fixed_tokens, setup.destination)
         except _Stop:
             if options.live_input is not None and live:
                 options.live_input.settle(live, "rejected")
                 turn.forget(list(live_messages.values()))
             raise
-        output = await turn.call_model(step, router, plan, descriptor, tools, live, live_messages)
+        output = await turn.call_model(
+            step=step,
+            router=setup.router,
+            plan=plan,
+            descriptor=setup.descriptor,
+            tools=setup.tools,
+            live=live,
+            live_messages=live_messages,
+        )
         calls = [(turn.call_id(call.id, step, index), call) for index, call in enumerate(output.tool_calls)]
         blocks: list[Any] = [TextBlock(text=output.text)] if output.text else []
         blocks.extend(
@@ -739,7 +784,7 @@ async def _drive(turn: _Turn, inputs: list[CanonicalMessage]) -> RunResult:
         repeats = repeats + 1 if signature == previous_signature else 1
         previous_signature = signature
         looping = repeats > options.max_repeated_steps
-        await turn.run_tools(step, calls, offered, looping)
+        await turn.run_tools(step, calls, setup.offered, looping)
         await turn.flush()
         if looping:
             raise _Stop("run-tool-loop", f"the same tool calls were repeated {repeats} times in a row")
