@@ -177,17 +177,6 @@ def test_slow_provider_times_out_as_a_retryable_fallback():
         Reply(raw=b"<html>502 Bad Gateway</html>", headers={"Content-Type": "text/html"}),
         Reply(body={"id": "chatcmpl-1", "choices": []}),
         Reply(body={"id": "chatcmpl-1", "choices": [{"message": {"content": 7}}]}),
-        Reply(
-            body={
-                "choices": [
-                    {
-                        "message": {
-                            "tool_calls": [{"id": "c", "function": {"name": "r", "arguments": "{oops"}}]
-                        }
-                    }
-                ]
-            }
-        ),
     ],
 )
 def test_malformed_answers_become_invalid_response_fallbacks(reply):
@@ -197,6 +186,26 @@ def test_malformed_answers_become_invalid_response_fallbacks(reply):
     assert result.status == "fallback"
     assert result.failure.kind == "invalid-response"
     assert result.retryable is False
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [("{oops", "tool-arguments-invalid-json"), ("[1, 2]", "tool-arguments-not-object")],
+)
+def test_broken_tool_call_arguments_keep_the_answer_and_mark_the_call(arguments, code):
+    # the model's own mistake: the run loop answers that call with an error, the rest of the answer stands
+    calls = [
+        {"id": "c1", "function": {"name": "r", "arguments": arguments}},
+        {"id": "c2", "function": {"name": "r", "arguments": '{"path": "a.txt"}'}},
+    ]
+    body = {"choices": [{"message": {"content": "reading", "tool_calls": calls}}]}
+    with ScriptedServer() as server:
+        server.on("POST", "/v1/chat/completions", Reply(body=body))
+        result = _complete(_chat(server), _request())
+    assert result.status == "completed"
+    broken, fine = result.output.tool_calls
+    assert (broken.arguments, broken.arguments_error) == ({}, code)
+    assert (fine.arguments, fine.arguments_error) == ({"path": "a.txt"}, None)
 
 
 def test_connection_refused_is_a_retryable_connection_error():

@@ -64,7 +64,7 @@ WEATHER = HostTool(
     description="Current weather in a city.",
     parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     read_only=True,
-    concurrency="parallel",
+    concurrency="parallel-safe",
 )
 
 

@@ -211,7 +211,7 @@ def test_cancelling_in_the_middle_of_a_tool_leaves_a_valid_session_and_a_consist
         return "quick"
 
     tools = [
-        HostTool(name="slow", function=slow, read_only=True, concurrency="parallel"),
+        HostTool(name="slow", function=slow, read_only=True, concurrency="parallel-safe"),
         HostTool(name="quick", function=quick),
     ]
 
@@ -373,3 +373,35 @@ def test_usage_from_each_answer_feeds_calibration(tmp_path):
     assert result.error is None
     assert calibration is not None
     assert calibration.samples == len(result.steps) == 6
+
+
+@pytest.mark.parametrize(("mode", "overlap"), [("sequential", 1), ("safe-parallel", 3)])
+def test_sequential_mode_never_overlaps_calls_and_safe_parallel_overlaps_read_only_ones(
+    mode, overlap, tmp_path
+):
+    inside = {"now": 0, "most": 0}
+
+    async def look(arguments, context):
+        inside["now"] += 1
+        inside["most"] = max(inside["most"], inside["now"])
+        await anyio.sleep(0.05)
+        inside["now"] -= 1
+        return "seen"
+
+    tools = [
+        HostTool(name="look", function=look, read_only=True, concurrency="parallel-safe"),
+        HostTool(name="touch", function=lambda arguments, context: "touched"),
+    ]
+
+    def brain(view, number):
+        if number == 1:
+            calls = [("a", "look", "{}"), ("b", "look", "{}"), ("c", "look", "{}"), ("d", "touch", "{}")]
+            return Answer(calls=calls)
+        return Answer(text="ok")
+
+    with ModelServer("openai-chat", brain) as server:
+        result = _turn(server, _options(tool_execution_mode=mode), tmp_path=tmp_path, tools=tools)
+    assert result.error is None
+    assert inside["most"] == overlap
+    # results come back in the order the model asked, whatever finished first
+    assert [record.call_id for record in result.tool_records] == ["a", "b", "c", "d"]

@@ -26,6 +26,7 @@ or response bodies. Users import each class from the public module named on its 
     ├── BodyTooLargeError(ValueError)                 internal: an answer past the size cap
     ├── ConfigFileError(ValueError)                   internal: a --config file the CLI refused
     ├── CliRunError(RuntimeError)                     internal: run/chat found no model to use
+    ├── RunStoppedError                               internal: the run loop ends a turn with a code
     ├── UndecodableBodyError(ValueError)              internal: an answer that does not decode
     ├── StreamFailureError                            internal: an error event inside a stream
     └── StreamCallbackError                           internal: the caller's on_event raised
@@ -209,3 +210,11 @@ class ConfigFileError(Ds4ContextError, ValueError):
 
 class CliRunError(Ds4ContextError, RuntimeError):
     """Internal: ``run``/``chat`` cannot start: no model to use (``run-no-model``) or a bad ``--model``."""
+
+
+class RunStoppedError(Ds4ContextError):
+    """Internal: the run loop ends a turn with a code; caught inside it and returned as the result."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(code, detail)
+        self.detail = detail

@@ -125,7 +125,7 @@ from ._tool_lifecycle import (
     ToolResultEvent,
 )
 from ._toolbox import (
-    TOOL_CONCURRENCY_PARALLEL,
+    HOST_TOOL_CONCURRENCY,
     CombinedToolbox,
     HostTool,
     HostToolbox,
@@ -150,6 +150,7 @@ __all__ = [
     "FALLBACK_INITIAL_BACKOFF_MS",
     "FALLBACK_MAX_ATTEMPTS",
     "FALLBACK_MAX_BACKOFF_MS",
+    "HOST_TOOL_CONCURRENCY",
     "LIVE_INPUT_MAX_CHARS",
     "LIVE_INPUT_PHASES",
     "MCP_CONFIG_ERROR_CODES",
@@ -166,7 +167,6 @@ __all__ = [
     "SANDBOX_FALLBACKS",
     "SANDBOX_MODES",
     "SANDBOX_NETWORK_MODES",
-    "TOOL_CONCURRENCY_PARALLEL",
     "TOOL_EXECUTION_MODES",
     "TOOL_LIFECYCLE_CUSTOM_TYPE",
     "TOOL_LIFECYCLE_ERROR_CODES",

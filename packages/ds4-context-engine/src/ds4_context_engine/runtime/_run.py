@@ -34,6 +34,7 @@ from ds4_context_core import (
 )
 from ds4_context_core.adapter import CompletionCompleted, CompletionFallback, CompletionRequest
 from ds4_context_core.tokens import TokenCalibrator, estimate_text_tokens
+from ds4_context_engine._exceptions import RunStoppedError as _Stop
 from ds4_context_engine.providers import CompletionOutput, ModelReference, OutputToolCall, ToolDefinition
 
 from ._errors import RuntimeOptionsError, ToolLifecycleError
@@ -84,13 +85,6 @@ class RunContext(msgspec.Struct, kw_only=True):
     describe_model: Callable[[ModelReference, RunOptions], ModelDescriptor]
     calibrators: dict[str, TokenCalibrator]
     wire_format: Callable[[ModelReference], str | None]
-
-
-class _Stop(Exception):  # noqa: N818 - internal control flow, never leaves this module
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(code)
-        self.code = code
-        self.detail = detail
 
 
 class _Pending(msgspec.Struct, frozen=True, kw_only=True):
@@ -533,11 +527,7 @@ class _Turn:
                     state="cancelled",
                 )
         elapsed = round((time.monotonic() - started) * 1000, 3)
-        state = (
-            outcome.state
-            if outcome.state in TOOL_LIFECYCLE_STATES
-            else ("error" if outcome.is_error else "success")
-        )
+        state = _lifecycle_state(outcome)
         text = _bounded_text(outcome.text)
         code = _code(outcome.code)
         artifact = (
@@ -620,6 +610,20 @@ class _Turn:
             error_detail=detail,
             session_entry_ids=tuple(self.entry_ids),
         )
+
+
+_STATE_NAMES: Final = {"ok": "success", "denied": "rejected"}
+
+
+def _lifecycle_state(outcome: ToolOutcomeLike) -> str:
+    """The lifecycle sink's state for an outcome (a toolbox may speak its own state words)."""
+    declared = getattr(outcome, "lifecycle_state", None)
+    if declared in TOOL_LIFECYCLE_STATES:
+        return str(declared)
+    state = _STATE_NAMES.get(outcome.state, outcome.state)
+    if state in TOOL_LIFECYCLE_STATES:
+        return state
+    return "error" if outcome.is_error else "success"
 
 
 def _fixed_tokens(system: str, tools: Sequence[ToolDefinition]) -> int:

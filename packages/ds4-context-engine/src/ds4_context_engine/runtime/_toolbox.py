@@ -20,7 +20,7 @@ import anyio
 from ._errors import RuntimeOptionsError
 
 __all__ = [
-    "TOOL_CONCURRENCY_PARALLEL",
+    "HOST_TOOL_CONCURRENCY",
     "CombinedToolbox",
     "HostTool",
     "HostToolOutcome",
@@ -33,8 +33,8 @@ __all__ = [
 ]
 
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-TOOL_CONCURRENCY_PARALLEL: Final = ("parallel", "parallel-safe", "safe-parallel", "shared")
-"""``concurrency`` values that let a read-only tool overlap with its neighbours in safe-parallel mode."""
+HOST_TOOL_CONCURRENCY: Final = ("parallel-safe", "sequential")
+"""``HostTool.concurrency``: ``parallel-safe`` lets a read-only tool overlap its neighbours."""
 
 
 @runtime_checkable
@@ -119,7 +119,7 @@ class HostTool:
     The function may be sync or async. Returning a ``str`` is a success; returning a
     :class:`HostToolOutcome` says more; raising is an error result coded ``tool-raised`` (the
     exception's message is not shown to the model, only its type). ``read_only`` with
-    ``concurrency="parallel"`` lets calls overlap in safe-parallel mode.
+    ``concurrency="parallel-safe"`` lets calls overlap in safe-parallel mode.
     """
 
     name: str
@@ -134,6 +134,10 @@ class HostTool:
             raise RuntimeOptionsError("run-tool-invalid", "a tool name must be 1-64 of [A-Za-z0-9_.-]")
         if not callable(self.function):
             raise RuntimeOptionsError("run-tool-invalid", f"tool {self.name}: function is not callable")
+        if self.concurrency not in HOST_TOOL_CONCURRENCY:
+            raise RuntimeOptionsError(
+                "run-tool-invalid", f"tool {self.name}: concurrency must be one of {HOST_TOOL_CONCURRENCY}"
+            )
         if not isinstance(self.parameters, Mapping):
             raise RuntimeOptionsError("run-tool-invalid", f"tool {self.name}: parameters must be a schema")
 
@@ -226,7 +230,7 @@ class CombinedToolbox:
 
 
 def _parallel(spec: ToolSpecLike | None) -> bool:
-    return spec is not None and spec.read_only is True and spec.concurrency in TOOL_CONCURRENCY_PARALLEL
+    return spec is not None and spec.read_only is True and spec.concurrency == "parallel-safe"
 
 
 def parallel_batches(
