@@ -405,3 +405,23 @@ def test_sequential_mode_never_overlaps_calls_and_safe_parallel_overlaps_read_on
     assert inside["most"] == overlap
     # results come back in the order the model asked, whatever finished first
     assert [record.call_id for record in result.tool_records] == ["a", "b", "c", "d"]
+
+
+def test_a_call_id_reused_from_an_earlier_turn_gets_a_fresh_one(tmp_path):
+    session = tmp_path / "s.jsonl"
+
+    def brain(view, number):
+        if not view.tool_results or len(view.tool_results) < len(view.tool_calls) or number in (1, 3):
+            return Answer(calls=[("call_1", "echo", json.dumps({"n": number}))])  # always the same id
+        return Answer(text=f"turn done after {number}")
+
+    with ModelServer("openai-chat", brain) as server:
+        first = _turn(server, _options(session_path=session), tmp_path=tmp_path)
+        second = _turn(server, _options(session_path=session), tmp_path=tmp_path)
+    assert first.error is None
+    assert second.error is None
+    assert first.tool_records[0].call_id == "call_1"
+    assert second.tool_records[0].call_id != "call_1"
+    last = server.seen[-1]
+    assert len(last.tool_calls) == len(set(last.tool_calls)) == 2
+    assert set(last.tool_results) == set(last.tool_calls)

@@ -278,6 +278,8 @@ class _Turn:
             ) from None
         self.session_id = session_id
         self.history.extend(messages)
+        # a model may reuse an id of an earlier turn ("call_1"): such a call gets a fresh id instead
+        self.used_call_ids.update(call for message in messages for call in message.tool_call_ids)
 
     async def flush(self) -> None:
         if not self.checked.persist or not self.unpersisted:
@@ -776,10 +778,9 @@ async def _drive(turn: _Turn, inputs: list[CanonicalMessage]) -> RunResult:
             ToolCallBlock(id=call_id, name=call.name, arguments=dict(call.arguments))
             for call_id, call in calls
         )
-        if not blocks:
-            blocks.append(TextBlock(text=""))
         provider, _, model_id = turn.steps[-1].model.partition(":")
-        turn.add(turn.make("assistant", tuple(blocks), provider=provider, model=model_id))
+        if blocks:  # an empty answer adds no message: providers refuse empty assistant turns later
+            turn.add(turn.make("assistant", tuple(blocks), provider=provider, model=model_id))
         if not calls:
             turn.text = output.text
             await turn.flush()
