@@ -1,4 +1,4 @@
-"""The runtime facade: fallback routing, sandbox policy and engine, MCP servers, tool lifecycle sink."""
+"""The runtime facade: fallback routing, sandbox policy and engine, MCP, managed tools, tool lifecycle."""
 
 from ._bwrap import BUBBLEWRAP_ETC_PATHS, BUBBLEWRAP_SYSTEM_PATHS, BubblewrapEngine, find_bubblewrap
 from ._errors import (
@@ -91,6 +91,21 @@ from ._tool_lifecycle import (
     ToolLifecycleStore,
     ToolResultEvent,
 )
+from ._tools import (
+    MANAGED_TOOL_CONCURRENCY,
+    MANAGED_TOOL_ERROR_CODES,
+    MANAGED_TOOL_NAMES,
+    MANAGED_TOOL_STATES,
+    ManagedToolbox,
+    PersistArtifact,
+    ToolArtifact,
+    ToolConcurrency,
+    ToolLimits,
+    ToolOutcome,
+    ToolSpec,
+    ToolState,
+    group_tool_calls,
+)
 
 __all__ = [
     "ATTEMPT_OVERRIDABLE_FIELDS",
@@ -105,6 +120,10 @@ __all__ = [
     "FALLBACK_INITIAL_BACKOFF_MS",
     "FALLBACK_MAX_ATTEMPTS",
     "FALLBACK_MAX_BACKOFF_MS",
+    "MANAGED_TOOL_CONCURRENCY",
+    "MANAGED_TOOL_ERROR_CODES",
+    "MANAGED_TOOL_NAMES",
+    "MANAGED_TOOL_STATES",
     "MCP_CONFIG_ERROR_CODES",
     "MCP_DROP_CODES",
     "MCP_SERVER_NAME_MAX_LENGTH",
@@ -131,10 +150,12 @@ __all__ = [
     "FallbackChainEntry",
     "FallbackRouter",
     "JsonlToolLifecycleStore",
+    "ManagedToolbox",
     "McpConfigError",
     "McpServer",
     "McpServers",
     "NetworkPolicy",
+    "PersistArtifact",
     "PiSessionToolLifecycleStore",
     "PreparedCommand",
     "ProviderRuntime",
@@ -151,6 +172,8 @@ __all__ = [
     "SandboxPolicyError",
     "SandboxUnavailableError",
     "StoredToolLifecycleRecord",
+    "ToolArtifact",
+    "ToolConcurrency",
     "ToolInvocationEvent",
     "ToolLifecycleError",
     "ToolLifecycleEvent",
@@ -158,12 +181,17 @@ __all__ = [
     "ToolLifecycleRecord",
     "ToolLifecycleSink",
     "ToolLifecycleStore",
+    "ToolLimits",
+    "ToolOutcome",
     "ToolResultEvent",
+    "ToolSpec",
+    "ToolState",
     "check_sandbox_path",
     "create_sandbox_policy",
     "describe_sandbox_effective_state",
     "fail_closed_sandbox_policy",
     "find_bubblewrap",
+    "group_tool_calls",
     "is_valid_mcp_server_name",
     "merge_sandbox_policies",
     "network_policy_allows_url",
