@@ -56,7 +56,9 @@ def _read_text(real: str, limits: ToolLimits) -> tuple[str, os.stat_result]:
             raise Ds4ContextError(
                 "tool-file-too-large", f"the file is larger than {limits.max_file_bytes} bytes"
             )
-        data = handle.read(limits.max_file_bytes + 1)
+        data = handle.read(status.st_size + 1)
+        if len(data) > status.st_size:  # it grew since fstat: read the rest, up to the cap
+            data += handle.read(limits.max_file_bytes + 1 - len(data))
     if len(data) > limits.max_file_bytes:
         raise Ds4ContextError("tool-file-too-large", f"the file is larger than {limits.max_file_bytes} bytes")
     if b"\x00" in data[:_SNIFF_BYTES]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypeAlias
 
 from ds4_context_engine.runtime._errors import RuntimeOptionsError
+from ds4_context_engine.runtime._tool_lifecycle import ToolLifecycleState
 
 __all__ = [
     "MANAGED_TOOL_CONCURRENCY",
@@ -26,9 +27,11 @@ __all__ = [
 MANAGED_TOOL_NAMES: Final = ("Read", "Write", "Edit", "Glob", "Grep", "Bash")
 MANAGED_TOOL_STATES: Final = ("cancelled", "denied", "error", "ok", "timeout")
 MANAGED_TOOL_CONCURRENCY: Final = ("parallel-safe", "sequential")
-# Codes a managed tool call can end with besides the sandbox codes it passes through unchanged
-# (``sandbox-path-outside-roots``, ``sandbox-path-denied``, ``sandbox-path-hard-linked``,
-# ``sandbox-engine-unavailable`` and the engine's ``sandbox-*`` refusals), which end in state ``denied``.
+# Every code the managed tools use. A call's outcome carries one of them, or passes a sandbox code through
+# unchanged (``sandbox-path-outside-roots``, ``sandbox-path-denied``, ``sandbox-path-hard-linked``,
+# ``sandbox-engine-unavailable`` and the engine's other ``sandbox-*`` refusals, all in state ``denied``).
+# ``tool-invalid-limits``, ``tool-invalid-call`` and ``tool-invalid-execution-mode`` are raised as
+# RuntimeOptionsError by ToolLimits and group_tool_calls; ``tool-artifact-failed`` is a details value.
 MANAGED_TOOL_ERROR_CODES: Final = (
     "tool-artifact-failed",
     "tool-binary-file",
@@ -40,7 +43,10 @@ MANAGED_TOOL_ERROR_CODES: Final = (
     "tool-exit-signal",
     "tool-file-too-large",
     "tool-invalid-arguments",
+    "tool-invalid-call",
+    "tool-invalid-execution-mode",
     "tool-invalid-glob",
+    "tool-invalid-limits",
     "tool-invalid-path",
     "tool-invalid-regex",
     "tool-io-failed",
@@ -52,6 +58,11 @@ MANAGED_TOOL_ERROR_CODES: Final = (
     "tool-timeout",
     "tool-unknown",
 )
+
+_LIFECYCLE_BY_CODE: Final[dict[str, ToolLifecycleState]] = {
+    "tool-exit-nonzero": "exit_nonzero",
+    "tool-exit-signal": "signal",
+}
 
 ToolConcurrency: TypeAlias = Literal["parallel-safe", "sequential"]
 ToolState: TypeAlias = Literal["ok", "error", "cancelled", "timeout", "denied"]
@@ -86,6 +97,17 @@ class ToolOutcome:
     code: str | None = None
     artifact_id: str | None = None
     details: Mapping[str, str | int | float | bool | None] = field(default_factory=dict)
+
+    @property
+    def lifecycle_state(self) -> ToolLifecycleState:
+        """The tool lifecycle sink's state for this outcome (``ToolResultEvent.state``)."""
+        if self.state == "ok":
+            return "success"
+        if self.state == "denied":
+            return "rejected"
+        if self.state in {"timeout", "cancelled"}:
+            return self.state
+        return _LIFECYCLE_BY_CODE.get(self.code or "", "error")
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,7 @@ class _Walk:
         self.roots, self.base, self.limit, self.stop = roots, base, limit, stop
         self.seen = 0
         self.exhausted = False
+        self.prefix = len(base.rstrip(os.sep)) + 1  # entry paths all start with base + "/"
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         stack = [self.base]
@@ -98,7 +99,7 @@ class _Walk:
                         continue
                 except OSError:
                     continue
-                yield entry.path, os.path.relpath(entry.path, self.base).replace(os.sep, "/")
+                yield entry.path, entry.path[self.prefix :].replace(os.sep, "/")
             stack.extend(reversed(subdirectories))
 
 
@@ -147,7 +148,8 @@ def _file_text(path: str, limits: ToolLimits) -> str | None:
         status = os.fstat(handle.fileno())
         if not stat.S_ISREG(status.st_mode) or status.st_size > limits.grep_max_file_bytes:
             return None
-        data = handle.read(limits.grep_max_file_bytes + 1)
+        # Asking for the size (not the cap) keeps a big buffer from being allocated for a small file.
+        data = handle.read(min(status.st_size, limits.grep_max_file_bytes) + 1)
     if len(data) > limits.grep_max_file_bytes or b"\x00" in data[:_SNIFF_BYTES]:
         return None
     return data.decode("utf-8", "replace")
@@ -173,7 +175,11 @@ class _GrepScan:
             return
         self.files_searched += 1
         matched = False
-        for number, line in enumerate(text.splitlines(), start=1):
+        # One search call per matching line (and one more per file), not one per line: a search resumes
+        # at the start of the next line, so every line is reported once, as grep does.
+        position = 0
+        number = 1
+        while position <= len(text):
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
                 self.timed_out = True
@@ -181,19 +187,28 @@ class _GrepScan:
             if stop.is_set():
                 break
             try:
-                found = self.pattern.search(line, timeout=remaining)
+                found = self.pattern.search(text, position, concurrent=True, timeout=remaining)
             except TimeoutError:
                 self.timed_out = True
                 break
             if found is None:
-                continue
+                break
+            start = text.rfind("\n", 0, found.start()) + 1
+            end = text.find("\n", found.start())
+            end = len(text) if end == -1 else end
+            number += text.count("\n", position, start)
+            if start == len(text) and start > 0:
+                break  # the empty "line" after a final newline is not a line
             self.hits += 1
             matched = True
             if len(self.out) < self.max_hits and self.out_bytes < self.limits.grep_max_output_bytes:
+                line = text[start:end].rstrip("\r")
                 shown = line if len(line) <= _GREP_LINE_CHARS else line[:_GREP_LINE_CHARS] + " [ds4: cut]"
                 rendered = f"{self.roots.display(path, self.cwd)}:{number}:{shown}"
                 self.out_bytes += len(rendered.encode("utf-8", "replace")) + 1
                 self.out.append(rendered)
+            position = end + 1
+            number += 1
         self.files_matched += matched
 
 
@@ -203,7 +218,8 @@ def _compile_pattern(args: GrepArgs, limits: ToolLimits) -> regex.Pattern[str]:
             "tool-invalid-regex", f"the pattern is longer than {limits.grep_max_pattern_chars} characters"
         )
     try:
-        return regex.compile(args.pattern, regex.IGNORECASE if args.case_insensitive else 0)
+        flags = regex.MULTILINE | (regex.IGNORECASE if args.case_insensitive else 0)
+        return regex.compile(args.pattern, flags)
     except (regex.error, OverflowError, ValueError) as error:
         raise Ds4ContextError(
             "tool-invalid-regex", f"the pattern is not a valid regular expression: {error}"
@@ -248,7 +264,10 @@ def grep_files(
         "truncated": exhausted or scan.hits > len(scan.out) or scan.timed_out,
     }
     if scan.timed_out:
-        lines.append(f"[ds4: the search passed its {limits.grep_timeout_s:g} s bound; results are partial]")
+        lines.append(
+            f"[ds4: the search passed its {limits.grep_timeout_s:g} s bound; "
+            "results are partial (tool-search-timeout)]"
+        )
         return ToolOutcome(
             text="\n".join(lines), is_error=True, state="timeout", code="tool-search-timeout", details=details
         )
