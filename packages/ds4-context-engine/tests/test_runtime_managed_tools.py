@@ -126,6 +126,14 @@ def test_read_bounds_long_lines_and_total_output(ws):
     assert resumed.text.startswith(f"{tall.details['next_offset']:>6}\t")
 
 
+def test_read_skips_past_a_huge_line_without_holding_it(ws):
+    (ws / "minified.js").write_text("é" * 3_000_000 + "\nnext line\n")
+    outcome = call(ManagedToolbox(ws, limits=ToolLimits(max_line_chars=50)), "Read", {"path": "minified.js"})
+    first, second = outcome.text.splitlines()
+    assert first == "     1\t" + "é" * 50 + " [ds4: line truncated]"
+    assert second == "     2\tnext line"
+
+
 def test_read_refuses_binary_missing_and_directories(ws):
     (ws / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     (ws / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
@@ -354,7 +362,8 @@ def test_grep_skips_binary_files(ws):
     (ws / "blob.bin").write_bytes(b"\x00needle\x00")
     (ws / "text.txt").write_text("needle\n")
     outcome = call(ManagedToolbox(ws), "Grep", {"pattern": "needle"})
-    assert outcome.text.splitlines() == ["text.txt:1:needle"]
+    assert outcome.text.splitlines()[0] == "text.txt:1:needle"
+    assert "1 file(s) not searched" in outcome.text.splitlines()[1]
     assert outcome.details["files_skipped"] == 1
 
 

@@ -13,7 +13,8 @@ import errno
 import os
 import stat
 import tempfile
-from typing import Final
+from collections.abc import Iterator
+from typing import BinaryIO, Final
 
 from ds4_context_core import Ds4ContextError
 from ds4_context_engine.runtime._tools._args import EditArgs, ReadArgs, WriteArgs
@@ -69,6 +70,21 @@ def _read_text(real: str, limits: ToolLimits) -> tuple[str, os.stat_result]:
         raise Ds4ContextError("tool-binary-file", "the file is not UTF-8 text") from None
 
 
+def _lines(handle: BinaryIO, cap: int) -> Iterator[tuple[bytes, bool]]:
+    """Each line's first ``cap`` bytes and whether it was longer; a huge line is skipped, not held."""
+    while True:
+        raw = handle.readline(cap)
+        if not raw:
+            return
+        if raw.endswith(b"\n") or len(raw) < cap:
+            yield raw, False
+            continue
+        rest = raw
+        while rest and not rest.endswith(b"\n"):
+            rest = handle.readline(1 << 16)
+        yield raw, True
+
+
 def read_file(roots: ToolRoots, args: ReadArgs, cwd: str, limits: ToolLimits) -> ToolOutcome:
     lexical = roots.check(args.path, cwd, "read")
     shown = roots.display(lexical, cwd)
@@ -83,17 +99,18 @@ def read_file(roots: ToolRoots, args: ReadArgs, cwd: str, limits: ToolLimits) ->
         if b"\x00" in handle.read(_SNIFF_BYTES):
             raise Ds4ContextError("tool-binary-file", "the file is binary, not text; Read shows text only")
         handle.seek(0)
-        for number, raw in enumerate(handle, start=1):
+        for number, (raw, cut) in enumerate(_lines(handle, 4 * limits.max_line_chars + 4), start=1):
             if number < args.offset:
                 continue
             if number >= args.offset + limit:
                 next_offset = number
                 break
             try:
-                line = raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8")
+                # A cut line may end inside a character: drop that partial character, nothing else.
+                line = raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8", "ignore" if cut else "strict")
             except UnicodeDecodeError:
                 raise Ds4ContextError("tool-binary-file", "the file is not UTF-8 text") from None
-            if len(line) > limits.max_line_chars:
+            if cut or len(line) > limits.max_line_chars:
                 line = line[: limits.max_line_chars] + _LINE_CUT
                 cut_lines += 1
             rendered = f"{number:>6}\t{line}"

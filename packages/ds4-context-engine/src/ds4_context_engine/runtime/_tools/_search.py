@@ -255,6 +255,11 @@ def grep_files(
         lines.append(f"[ds4: {scan.hits - len(scan.out)} more matching lines not shown; narrow the search]")
     if exhausted:
         lines.append(f"[ds4: stopped after {limits.walk_max_entries} entries; search a smaller directory]")
+    if scan.skipped:
+        lines.append(
+            f"[ds4: {scan.skipped} file(s) not searched: binary, unreadable or over "
+            f"{limits.grep_max_file_bytes} bytes]"
+        )
     details: dict[str, str | int | float | bool | None] = {
         "path": roots.display(base, cwd),
         "hit_count": scan.hits,
