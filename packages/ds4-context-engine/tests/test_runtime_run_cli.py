@@ -103,3 +103,19 @@ def test_a_bad_model_reference_is_refused(tmp_path):
     result = _invoke("run", "Go", "--model", "no colon", "--cwd", tmp_path)
     assert result.exit_code == EXIT_ERROR
     assert "error [model-reference" in result.stderr
+
+
+def test_run_shows_managed_tool_calls_as_they_run(tmp_path):
+    (tmp_path / "README.md").write_text("# Demo\nA tiny project.\n")
+
+    def brain(view, number):
+        if number == 1:
+            return Answer(calls=[("r1", "Read", json.dumps({"path": "README.md"}))])
+        return Answer(text="It is " + view.tool_results["r1"].splitlines()[-1].split("\t")[-1].strip())
+
+    with _local_server(brain) as model:
+        result = _invoke("run", "What is this?", "--base-url", model.server.url, "--cwd", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "▸ Read" in result.stderr
+    assert "✓ Read success" in result.stderr
+    assert "It is A tiny project." in result.stdout

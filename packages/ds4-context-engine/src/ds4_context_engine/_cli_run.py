@@ -34,6 +34,7 @@ from .providers import (
     parse_model_reference,
 )
 from .runtime import (
+    BubblewrapEngine,
     ModelStreamed,
     RunEvent,
     RunOptions,
@@ -167,10 +168,12 @@ def _options(
 
 
 def _runtime(settings: RunSettings, transports: dict[str, _Transport]) -> Any:
+    # Bash runs only inside bubblewrap: without a usable bwrap the policy fails closed and Bash is refused
     return create_runtime(
         workspace=settings.cwd,
         transports=transports or None,
         managed_tools=settings.managed_tools,
+        sandbox_engine=BubblewrapEngine(),
     )
 
 

@@ -1,5 +1,5 @@
-"""The runtime facade: agent turns (``create_runtime``), fallback routing, sandbox policy and engine, MCP
-servers, tool lifecycle sink."""
+"""The runtime facade: agent turns (``create_runtime``), managed tools, fallback routing, sandbox policy and
+engine, MCP servers, tool lifecycle sink."""
 
 from ._bwrap import BUBBLEWRAP_ETC_PATHS, BUBBLEWRAP_SYSTEM_PATHS, BubblewrapEngine, find_bubblewrap
 from ._errors import (
@@ -134,7 +134,21 @@ from ._toolbox import (
     ToolContext,
     ToolOutcomeLike,
     ToolSpecLike,
-    parallel_batches,
+)
+from ._tools import (
+    MANAGED_TOOL_CONCURRENCY,
+    MANAGED_TOOL_ERROR_CODES,
+    MANAGED_TOOL_NAMES,
+    MANAGED_TOOL_STATES,
+    ManagedToolbox,
+    PersistArtifact,
+    ToolArtifact,
+    ToolConcurrency,
+    ToolLimits,
+    ToolOutcome,
+    ToolSpec,
+    ToolState,
+    group_tool_calls,
 )
 
 __all__ = [
@@ -153,6 +167,10 @@ __all__ = [
     "HOST_TOOL_CONCURRENCY",
     "LIVE_INPUT_MAX_CHARS",
     "LIVE_INPUT_PHASES",
+    "MANAGED_TOOL_CONCURRENCY",
+    "MANAGED_TOOL_ERROR_CODES",
+    "MANAGED_TOOL_NAMES",
+    "MANAGED_TOOL_STATES",
     "MCP_CONFIG_ERROR_CODES",
     "MCP_DROP_CODES",
     "MCP_SERVER_NAME_MAX_LENGTH",
@@ -193,11 +211,13 @@ __all__ = [
     "LiveInputMessage",
     "LiveInputPhase",
     "LiveInputPhaseEvent",
+    "ManagedToolbox",
     "McpConfigError",
     "McpServer",
     "McpServers",
     "ModelStreamed",
     "NetworkPolicy",
+    "PersistArtifact",
     "PiSessionToolLifecycleStore",
     "PreparedCommand",
     "ProviderRuntime",
@@ -220,6 +240,8 @@ __all__ = [
     "SandboxUnavailableError",
     "StepPlanned",
     "StoredToolLifecycleRecord",
+    "ToolArtifact",
+    "ToolConcurrency",
     "ToolContext",
     "ToolExecutionMode",
     "ToolFinished",
@@ -230,10 +252,14 @@ __all__ = [
     "ToolLifecycleRecord",
     "ToolLifecycleSink",
     "ToolLifecycleStore",
+    "ToolLimits",
+    "ToolOutcome",
     "ToolOutcomeLike",
     "ToolResultEvent",
+    "ToolSpec",
     "ToolSpecLike",
     "ToolStarted",
+    "ToolState",
     "Toolbox",
     "check_sandbox_path",
     "create_runtime",
@@ -242,10 +268,10 @@ __all__ = [
     "describe_sandbox_effective_state",
     "fail_closed_sandbox_policy",
     "find_bubblewrap",
+    "group_tool_calls",
     "is_valid_mcp_server_name",
     "merge_sandbox_policies",
     "network_policy_allows_url",
-    "parallel_batches",
     "parse_fallback_chain",
     "parse_mcp_servers",
     "parse_sandbox_policy",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
 import anyio
 import msgspec
@@ -28,8 +28,11 @@ from ._fallback import (
     parse_fallback_chain,
 )
 from ._run_options import RunOptions, RunResult
+from ._sandbox import SandboxPolicy
+from ._sandbox_engine import SandboxEngine
 from ._tool_lifecycle import ToolLifecycleSink
 from ._toolbox import CombinedToolbox, HostTool, HostToolbox, Toolbox
+from ._tools import ManagedToolbox, PersistArtifact
 
 __all__ = [
     "AgentRuntime",
@@ -318,24 +321,15 @@ class AgentRuntime:
         await self.aclose()
 
 
-def _managed_toolbox(**settings: Any) -> Toolbox | None:
-    try:
-        from ._tools import ManagedToolbox  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
-    except ImportError:
-        return None
-    toolbox: Toolbox = ManagedToolbox(**settings)
-    return toolbox
-
-
 def create_runtime(
     *,
     workspace: str | os.PathLike[str],
     additional_read_roots: Iterable[str | os.PathLike[str]] = (),
     additional_write_roots: Iterable[str | os.PathLike[str]] = (),
-    sandbox_policy: object = None,
-    sandbox_engine: object = None,
+    sandbox_policy: SandboxPolicy | None = None,
+    sandbox_engine: SandboxEngine | None = None,
     tool_lifecycle_sink: ToolLifecycleSink | None = None,
-    persist_artifact: Callable[..., Any] | None = None,
+    persist_artifact: PersistArtifact | None = None,
     tools: Iterable[HostTool] = (),
     managed_tools: bool = True,
     transports: Mapping[str, ProviderTransport] | None = None,
@@ -362,16 +356,16 @@ def create_runtime(
         raise RuntimeOptionsError("run-invalid-options", "tool_lifecycle_sink must be a ToolLifecycleSink")
     toolboxes: list[Toolbox] = []
     if managed_tools:
-        managed = _managed_toolbox(
-            workspace=root,
-            additional_read_roots=tuple(Path(path) for path in additional_read_roots),
-            additional_write_roots=tuple(Path(path) for path in additional_write_roots),
-            sandbox_policy=sandbox_policy,
-            sandbox_engine=sandbox_engine,
-            persist_artifact=persist_artifact,
+        toolboxes.append(
+            ManagedToolbox(
+                root,
+                additional_read_roots=tuple(additional_read_roots),
+                additional_write_roots=tuple(additional_write_roots),
+                sandbox_policy=sandbox_policy,
+                sandbox_engine=sandbox_engine,
+                persist_artifact=persist_artifact,
+            )
         )
-        if managed is not None:
-            toolboxes.append(managed)
     host = tuple(tools)
     if host:
         toolboxes.append(HostToolbox(host))
