@@ -425,3 +425,36 @@ def test_a_call_id_reused_from_an_earlier_turn_gets_a_fresh_one(tmp_path):
     last = server.seen[-1]
     assert len(last.tool_calls) == len(set(last.tool_calls)) == 2
     assert set(last.tool_results) == set(last.tool_calls)
+
+
+def test_cancelling_during_a_model_call_ends_the_turn_and_keeps_the_session_valid(tmp_path):
+    session = tmp_path / "s.jsonl"
+    cancel = anyio.Event()
+    live = LiveInput()
+    live.push("sent with the hanging call", id="n1")
+
+    async def main():
+        runtime = create_runtime(
+            workspace=tmp_path,
+            tools=[ECHO],
+            managed_tools=False,
+            transports={"openai": transport_for("openai-chat", server.url)},
+        )
+
+        async def cancel_soon():
+            while not server.seen:
+                await anyio.sleep(0.01)
+            cancel.set()
+
+        async with runtime, anyio.create_task_group() as group:
+            group.start_soon(cancel_soon)
+            with anyio.fail_after(10):
+                return await runtime.run("s", _options(session_path=session, cancel=cancel, live_input=live))
+
+    with ModelServer("openai-chat", lambda view, number: Hang(3)) as server:
+        result = anyio.run(main)
+    assert result.error == "run-cancelled"
+    assert result.steps == ()
+    assert live.phase("n1") == "uncertain"
+    messages = build_pi_context(read_pi_session(session)).messages
+    assert [m.role for m in messages] == ["user"]  # the input stays; nothing half-answered was written
