@@ -62,7 +62,8 @@ def refused(outcome, code, state="error"):
 
 
 def test_specs_describe_six_tools_with_schemas_the_validator_agrees_with(ws):
-    specs = ManagedToolbox(ws).specs()
+    toolbox = ManagedToolbox(ws)
+    specs = toolbox.specs()
     assert tuple(spec.name for spec in specs) == MANAGED_TOOL_NAMES
     by_name = {spec.name: spec for spec in specs}
     assert {name for name, spec in by_name.items() if spec.read_only} == {"Read", "Glob", "Grep"}
@@ -78,6 +79,8 @@ def test_specs_describe_six_tools_with_schemas_the_validator_agrees_with(ws):
     validator = jsonschema.Draft202012Validator(dict(by_name["Read"].parameters))
     assert not validator.is_valid({"path": "a", "offset": 0})
     assert validator.is_valid({"path": "a", "offset": 3, "limit": 5})
+    by_name["Read"].parameters["properties"].clear()  # a caller editing its copy changes nothing here
+    assert "path" in toolbox.specs()[0].parameters["properties"]
 
 
 # --- Read ---
@@ -127,7 +130,8 @@ def test_read_bounds_long_lines_and_total_output(ws):
 
 
 def test_read_skips_past_a_huge_line_without_holding_it(ws):
-    (ws / "minified.js").write_text("é" * 3_000_000 + "\nnext line\n")
+    # 9.4 MB: past the size Read takes whole, so it is streamed a line at a time
+    (ws / "minified.js").write_text("é" * 4_700_000 + "\nnext line\n")
     outcome = call(ManagedToolbox(ws, limits=ToolLimits(max_line_chars=50)), "Read", {"path": "minified.js"})
     first, second = outcome.text.splitlines()
     assert first == "     1\t" + "é" * 50 + " [ds4: line truncated]"

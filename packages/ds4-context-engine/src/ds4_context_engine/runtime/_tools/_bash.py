@@ -201,7 +201,6 @@ async def run_bash(
                 _kill_group(process)
                 await process.wait()
                 await process.aclose()
-                await anyio.to_thread.run_sync(_remove_placeholders, prepared)
         details: dict[str, str | int | float | bool | None] = {
             "exit_status": process.returncode if ending.reason is None else None,
             "bytes": capture.total,
@@ -214,6 +213,8 @@ async def run_bash(
         return await _outcome(capture, ending, details, call_id=call_id, persist_artifact=persist_artifact)
     finally:
         capture.close()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(_remove_placeholders, prepared)
 
 
 async def _outcome(

@@ -8,8 +8,10 @@ over the target, so a reader sees the old content or the new one, never half of 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
+import itertools
 import os
 import stat
 import tempfile
@@ -26,6 +28,8 @@ __all__ = ["edit_file", "read_file", "write_file"]
 _SNIFF_BYTES: Final = 8192
 _OPEN_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _LINE_CUT: Final = " [ds4: line truncated]"
+# Files up to this size are read whole and split in C; larger ones are streamed a line at a time.
+_WHOLE_FILE_BYTES: Final = 8 * 1024 * 1024
 
 
 def _open_regular(real: str) -> tuple[int, os.stat_result]:
@@ -85,40 +89,87 @@ def _lines(handle: BinaryIO, cap: int) -> Iterator[tuple[bytes, bool]]:
         yield raw, True
 
 
-def read_file(roots: ToolRoots, args: ReadArgs, cwd: str, limits: ToolLimits) -> ToolOutcome:
-    lexical = roots.check(args.path, cwd, "read")
-    shown = roots.display(lexical, cwd)
-    limit = min(args.limit or limits.read_default_lines, limits.read_max_lines)
-    descriptor, status = _open_regular(os.path.realpath(lexical))
+def _window_whole(
+    data: bytes, offset: int, limit: int, limits: ToolLimits
+) -> tuple[list[str], int, int | None, int]:
+    """The rendered lines of a file read whole: C-level split and decode, Python only per kept line."""
+    parts = data.split(b"\n")
+    if parts[-1] == b"":
+        parts.pop()  # the empty remainder after a final newline (or of an empty file) is not a line
+    total = len(parts)
+    window = parts[offset - 1 : offset - 1 + limit]
+    try:
+        lines = b"\n".join(window).decode("utf-8").split("\n") if window else []
+    except UnicodeDecodeError:
+        raise Ds4ContextError("tool-binary-file", "the file is not UTF-8 text") from None
+    next_offset = offset + len(window) if offset - 1 + limit < total else None
+    if b"\r" in data:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    cut = 0
+    widest = limits.max_line_chars
+    if lines and max(map(len, lines)) > widest:
+        cut = sum(1 for line in lines if len(line) > widest)
+        lines = [line if len(line) <= widest else line[:widest] + _LINE_CUT for line in lines]
+    rendered = list(map("{:>6}\t{}".format, range(offset, offset + len(lines)), lines))
+    # Most windows fit: count per line only when the whole window (a bound from above) might not.
+    per_line = max(6, len(str(offset + len(window)))) + 2  # the number, the tab and the newline
+    if sum(map(len, window)) + per_line * len(window) + cut * len(_LINE_CUT) > limits.read_max_bytes:
+        sizes = list(itertools.accumulate(len(line.encode("utf-8")) + 1 for line in rendered))
+        keep = max(1, bisect.bisect_right(sizes, limits.read_max_bytes))
+        if keep < len(rendered):
+            rendered = rendered[:keep]
+            next_offset = offset + keep
+    return rendered, total, next_offset, cut
+
+
+def _window_streaming(
+    handle: BinaryIO, offset: int, limit: int, limits: ToolLimits
+) -> tuple[list[str], int, int | None, int]:
+    """The rendered lines of a file too large to read whole, one line at a time (long lines skipped)."""
     out: list[str] = []
     size = 0
     number = 0
     next_offset: int | None = None
     cut_lines = 0
+    for number, (raw, cut) in enumerate(_lines(handle, 4 * limits.max_line_chars + 4), start=1):
+        if number < offset:
+            continue
+        if number >= offset + limit:
+            next_offset = number
+            break
+        try:
+            # A cut line may end inside a character: drop that partial character, nothing else.
+            line = raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8", "ignore" if cut else "strict")
+        except UnicodeDecodeError:
+            raise Ds4ContextError("tool-binary-file", "the file is not UTF-8 text") from None
+        if cut or len(line) > limits.max_line_chars:
+            line = line[: limits.max_line_chars] + _LINE_CUT
+            cut_lines += 1
+        rendered = f"{number:>6}\t{line}"
+        size += len(rendered.encode("utf-8")) + 1
+        if out and size > limits.read_max_bytes:
+            next_offset = number
+            break
+        out.append(rendered)
+    return out, number, next_offset, cut_lines
+
+
+def read_file(roots: ToolRoots, args: ReadArgs, cwd: str, limits: ToolLimits) -> ToolOutcome:
+    lexical = roots.check(args.path, cwd, "read")
+    shown = roots.display(lexical, cwd)
+    limit = min(args.limit or limits.read_default_lines, limits.read_max_lines)
+    descriptor, status = _open_regular(os.path.realpath(lexical))
     with os.fdopen(descriptor, "rb") as handle:
-        if b"\x00" in handle.read(_SNIFF_BYTES):
+        head = handle.read(_SNIFF_BYTES)
+        if b"\x00" in head:
             raise Ds4ContextError("tool-binary-file", "the file is binary, not text; Read shows text only")
-        handle.seek(0)
-        for number, (raw, cut) in enumerate(_lines(handle, 4 * limits.max_line_chars + 4), start=1):
-            if number < args.offset:
-                continue
-            if number >= args.offset + limit:
-                next_offset = number
-                break
-            try:
-                # A cut line may end inside a character: drop that partial character, nothing else.
-                line = raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8", "ignore" if cut else "strict")
-            except UnicodeDecodeError:
-                raise Ds4ContextError("tool-binary-file", "the file is not UTF-8 text") from None
-            if cut or len(line) > limits.max_line_chars:
-                line = line[: limits.max_line_chars] + _LINE_CUT
-                cut_lines += 1
-            rendered = f"{number:>6}\t{line}"
-            size += len(rendered.encode("utf-8")) + 1
-            if out and size > limits.read_max_bytes:
-                next_offset = number
-                break
-            out.append(rendered)
+        whole = status.st_size <= _WHOLE_FILE_BYTES
+        data = head + handle.read(max(1, status.st_size + 1 - len(head))) if whole else b""
+        if whole and len(data) <= status.st_size:
+            out, number, next_offset, cut_lines = _window_whole(data, args.offset, limit, limits)
+        else:  # large, or it grew while read: go line by line
+            handle.seek(0)
+            out, number, next_offset, cut_lines = _window_streaming(handle, args.offset, limit, limits)
     returned = len(out)
     if next_offset is not None:
         out.append(

@@ -14,15 +14,16 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from typing import Final
-
-import regex
+from typing import TYPE_CHECKING, Final
 
 from ds4_context_core import Ds4ContextError
 from ds4_context_engine.runtime._sandbox import _glob_regex
 from ds4_context_engine.runtime._tools._args import GlobArgs, GrepArgs
 from ds4_context_engine.runtime._tools._paths import ToolRoots
 from ds4_context_engine.runtime._tools._records import ToolLimits, ToolOutcome
+
+if TYPE_CHECKING:
+    import regex
 
 __all__ = ["compile_glob", "glob_files", "grep_files"]
 
@@ -213,6 +214,8 @@ class _GrepScan:
 
 
 def _compile_pattern(args: GrepArgs, limits: ToolLimits) -> regex.Pattern[str]:
+    import regex  # noqa: PLC0415 - its import costs more than the rest of the runtime; only Grep needs it
+
     if len(args.pattern) > limits.grep_max_pattern_chars:
         raise Ds4ContextError(
             "tool-invalid-regex", f"the pattern is longer than {limits.grep_max_pattern_chars} characters"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -151,8 +153,10 @@ class ManagedToolbox:
         return self._limits
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        """The six tools, each with the JSON Schema of its arguments."""
-        return self._specs
+        """The six tools, each with the JSON Schema of its arguments (a fresh copy the caller may change)."""
+        return tuple(
+            dataclasses.replace(spec, parameters=copy.deepcopy(spec.parameters)) for spec in self._specs
+        )
 
     async def execute(
         self,
