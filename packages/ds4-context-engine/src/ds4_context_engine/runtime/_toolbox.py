@@ -8,7 +8,6 @@ never raises for a tool's own failure: it returns an outcome with ``is_error`` a
 from __future__ import annotations
 
 import inspect
-import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -256,6 +255,3 @@ def parallel_batches(
             batches.append([index])
     return batches
 
-
-def finite_ms(value: float) -> float:
-    return round(value, 3) if math.isfinite(value) and value >= 0 else 0.0
