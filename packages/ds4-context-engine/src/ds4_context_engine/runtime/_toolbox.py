@@ -254,4 +254,3 @@ def parallel_batches(
         else:
             batches.append([index])
     return batches
-
