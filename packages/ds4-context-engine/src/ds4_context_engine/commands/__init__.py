@@ -29,9 +29,13 @@ from ._digest import (
     CUT_SUPPLEMENT_PASSES,
     TASK_DIGEST_ID,
     TASK_DIGEST_MAX_CHARS,
+    SettledPlan,
+    cut_key,
     plan_with_cut_supplements,
+    settle_cut_supplements,
     task_digest,
 )
+from ._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut, summary_supplements, uncovered_span
 from ._planned import (
     RESTORE_MAX_CHARS,
     context_compact_preview,
@@ -104,6 +108,7 @@ __all__ = [
     "RESTORE_MAX_CHARS",
     "RETRIEVAL_HITS_DEFAULT",
     "RETRIEVED_TEXT_MAX_CHARS",
+    "SUMMARY_TIMEOUT_S",
     "TASK_DIGEST_ID",
     "TASK_DIGEST_MAX_CHARS",
     "AdapterResult",
@@ -136,6 +141,7 @@ __all__ = [
     "RestoredMessage",
     "RetrievedLine",
     "RetrievedResult",
+    "SettledPlan",
     "StatusResult",
     "StorageResult",
     "SummariesResult",
@@ -164,6 +170,7 @@ __all__ = [
     "context_summaries",
     "context_tokens",
     "context_unpin",
+    "cut_key",
     "default_store_path",
     "plan_with_cut_supplements",
     "render_json",
@@ -175,7 +182,11 @@ __all__ = [
     "retrieved_supplements",
     "run_context_command",
     "run_context_command_text",
+    "settle_cut_supplements",
+    "summarize_cut",
+    "summary_supplements",
     "task_digest",
+    "uncovered_span",
     "write_demo_session",
 ]
 

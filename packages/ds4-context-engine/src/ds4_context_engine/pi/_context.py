@@ -140,6 +140,31 @@ class _Builder:
         self.messages: list[CanonicalMessage] = []
         self.excluded: list[str] = []
         self.issues: list[PiSessionIssue] = []
+        self.memo = session.context_memo
+
+    def add_memoized(self, entry: PiEntry) -> None:
+        """:meth:`add`, converting each entry object once: a re-read after an append pays for new entries.
+
+        Keyed by the entry object (its id, with the object kept so the id is never reused) and whether it
+        is pinned, the only input of the conversion besides the entry itself.
+        """
+        pinned = entry.id in self.pinned
+        found = self.memo.get(id(entry))
+        if found is not None and found[0] is entry and found[1] == pinned:
+            _, _, messages, excluded, issues = found
+            self.messages.extend(messages)
+            self.excluded.extend(excluded)
+            self.issues.extend(issues)
+            return
+        counts = len(self.messages), len(self.excluded), len(self.issues)
+        self.add(entry)
+        self.memo[id(entry)] = (
+            entry,
+            pinned,
+            tuple(self.messages[counts[0] :]),
+            tuple(self.excluded[counts[1] :]),
+            tuple(self.issues[counts[2] :]),
+        )
 
     def emit(
         self,
@@ -274,7 +299,7 @@ def build_pi_context(
     compaction_id: str | None = None
     if compaction_index is None:
         for entry in path:
-            builder.add(entry)
+            builder.add_memoized(entry)
     else:
         compaction = path[compaction_index]
         compaction_id = compaction.id
@@ -290,7 +315,7 @@ def build_pi_context(
         for entry in path[:compaction_index]:
             kept = kept or entry.id == first_kept
             if kept:
-                builder.add(entry)
+                builder.add_memoized(entry)
         if not kept and first_kept is not None:
             builder.issues.append(
                 PiSessionIssue(
@@ -302,7 +327,7 @@ def build_pi_context(
                 )
             )
         for entry in path[compaction_index + 1 :]:
-            builder.add(entry)
+            builder.add_memoized(entry)
 
     return PiContext(
         session_id=session.session_id,
