@@ -56,7 +56,8 @@ __all__ = [
 #: Longest accepted summary, in characters (a longer answer is rejected as ``summary-too-large``).
 SUMMARY_DEFAULT_MAX_CHARS: Final = 12_000
 #: Codes of a summary that never came: ``summary-span-empty`` (nothing to summarise), ``summary-timeout``
-#: (the deadline passed), ``summary-transport-failed`` (the transport fell back, raised or said nothing).
+#: (the deadline passed, or the transport reported a timeout), ``summary-transport-failed`` (the
+#: transport fell back for another reason, raised or said nothing).
 SUMMARY_FAILURE_CODES: Final = ("summary-span-empty", "summary-timeout", "summary-transport-failed")
 _DEFAULT_TIMEOUT_S: Final = 60.0
 _DEFAULT_OUTPUT_TOKENS: Final = 2_048
@@ -200,7 +201,11 @@ async def summarize(
     synthetic messages are neither sent nor used as the source. Arguments of the wrong type raise
     :class:`SummaryInputError`.
     """
-    from ds4_context_core._adapter._types import CompletionCompleted, CompletionRequest  # noqa: PLC0415
+    from ds4_context_core._adapter._types import (  # noqa: PLC0415
+        CompletionCompleted,
+        CompletionFallback,
+        CompletionRequest,
+    )
 
     span = _messages(messages)
     if not isinstance(model, ModelDescriptor):
@@ -258,8 +263,10 @@ async def summarize(
         return outcome("failed", "summary-transport-failed")
     if isinstance(result, CompletionCompleted):
         text = _output_text(result.output)
-    elif getattr(result, "status", None) == "fallback":
-        text = None
+    elif isinstance(result, CompletionFallback):
+        failure = result.failure
+        timed_out = failure is not None and failure.kind == "timeout"
+        return outcome("failed", "summary-timeout" if timed_out else "summary-transport-failed")
     else:
         text = _output_text(result)
     if text is None:

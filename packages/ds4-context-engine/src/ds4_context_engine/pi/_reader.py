@@ -381,7 +381,7 @@ class PiSession:
         self._by_id = {entry.id: entry for entry in entries}
         # What each entry became in a model context (see ``build_pi_context``), shared by the sessions
         # an append grows from this one, which hold the very same entry objects.
-        self.context_memo: dict[int, Any] = {}
+        self.context_memo: dict[object, Any] = {}
 
     @classmethod
     def _from_scan(cls, path: str, scan: _Scan, entries: tuple[PiEntry, ...]) -> PiSession:
