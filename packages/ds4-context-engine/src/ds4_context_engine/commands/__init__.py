@@ -30,12 +30,11 @@ from ._digest import (
     TASK_DIGEST_ID,
     TASK_DIGEST_MAX_CHARS,
     SettledPlan,
-    cut_key,
     plan_with_cut_supplements,
     settle_cut_supplements,
     task_digest,
 )
-from ._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut, summary_supplements, uncovered_span
+from ._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut
 from ._planned import (
     RESTORE_MAX_CHARS,
     context_compact_preview,
@@ -170,7 +169,6 @@ __all__ = [
     "context_summaries",
     "context_tokens",
     "context_unpin",
-    "cut_key",
     "default_store_path",
     "plan_with_cut_supplements",
     "render_json",
@@ -184,9 +182,7 @@ __all__ = [
     "run_context_command_text",
     "settle_cut_supplements",
     "summarize_cut",
-    "summary_supplements",
     "task_digest",
-    "uncovered_span",
     "write_demo_session",
 ]
 
