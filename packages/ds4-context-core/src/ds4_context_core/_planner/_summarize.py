@@ -214,6 +214,12 @@ async def summarize(
         raise SummaryInputError("summary-source-invalid", "timeout_s must be a positive number")
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars <= 0:
         raise SummaryInputError("summary-source-invalid", "max_chars must be a positive int")
+    if (
+        isinstance(max_output_tokens, bool)
+        or not isinstance(max_output_tokens, int)
+        or max_output_tokens <= 0
+    ):
+        raise SummaryInputError("summary-source-invalid", "max_output_tokens must be a positive int")
     started = time.monotonic()
     span_hash = summary_span_hash(span)
     used = _summarisable(span)
