@@ -16,7 +16,11 @@ from ds4_context_core import (
 from ds4_context_engine.pi import (
     BRANCH_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_PREFIX,
+    PiSessionView,
+    append_pi_entries,
+    append_pi_entry,
     build_pi_context,
+    create_pi_session,
     read_pi_session,
     read_pi_session_bytes,
 )
@@ -180,3 +184,56 @@ def test_unknown_roles_and_blocks_are_reported_or_kept_never_silently_dropped():
 def test_pinned_entries_are_flagged():
     context = build_pi_context(read_pi_session(FIXTURES / "v3-coding.jsonl"), pinned_entry_ids={"a0000003"})
     assert [m.source_entry_id for m in context.messages if m.flags.pinned] == ["a0000003"]
+
+
+def test_a_context_grown_by_appends_equals_one_built_from_a_fresh_read(tmp_path):
+    """The incremental path (memoized entries, an extended context) gives exactly a full rebuild."""
+    path = tmp_path / "grown.jsonl"
+    create_pi_session(path, cwd=str(tmp_path), session_id="grown")
+
+    def message(role, content, **extra):
+        return ("message", {"message": {"role": role, "content": content, "timestamp": 0, **extra}})
+
+    view = PiSessionView(path)
+    steps = [
+        [message("user", "Fix the parser.")],
+        [
+            message(
+                "assistant", [{"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "p.py"}}]
+            ),
+            message(
+                "toolResult", [{"type": "text", "text": "def p(): ..."}], toolCallId="c1", toolName="read"
+            ),
+        ],
+        [("model_change", {"provider": "anthropic", "modelId": "claude-sonnet-4-5"})],
+        [message("assistant", [{"type": "text", "text": "Done."}], provider="openai", model="gpt-4.1")],
+        [("thinking_level_change", {"thinkingLevel": "high"}), message("user", "Now the tests.")],
+        [("custom_message", {"customType": "note", "content": "remember p.py", "display": True})],
+        [("session_info", {"name": "parser work"}), message("user", "And the docs.")],
+    ]
+    pinned: set[str] = set()
+    for number, batch in enumerate(steps):
+        written = append_pi_entries(path, batch)
+        if number == 3:
+            pinned.add(written[0].id)  # a pin changes what an already converted entry becomes
+        if number == 5:
+            append_pi_entry(path, "label", {"targetId": written[0].id, "label": "note"})
+        session = view.refresh()
+        grown = build_pi_context(session, pinned_entry_ids=pinned)
+        fresh = build_pi_context(read_pi_session(path), pinned_entry_ids=pinned)
+        assert grown == fresh
+        assert build_pi_context(session, pinned_entry_ids=pinned) is grown  # nothing new: the same object
+    # a compaction, then a new branch off an older entry: rebuilt, still equal to a fresh read
+    first_kept = fresh.messages[-2].source_entry_id
+    append_pi_entry(
+        path, "compaction", {"summary": "work so far", "firstKeptEntryId": first_kept, "tokensBefore": 9}
+    )
+    append_pi_entries(path, [message("user", "Continue.")])
+    session = view.refresh()
+    assert build_pi_context(session) == build_pi_context(read_pi_session(path))
+    append_pi_entries(
+        path, [message("user", "Try another way.")], parent_id=fresh.messages[0].source_entry_id
+    )
+    session = view.refresh()
+    assert build_pi_context(session) == build_pi_context(read_pi_session(path))
+    assert [m.source_entry_id for m in build_pi_context(session).messages][-1] == session.entries[-1].id

@@ -52,9 +52,15 @@ def test_a_cut_message_matching_the_request_comes_back_as_retrieved_history(sess
         assert [item.source_ids for item in retrieved][:1] == [(early.id,)]
         position = plan.items.index(retrieved[0])
         assert "test_rounds_twice" in plan.messages[position].blocks[0].text
-        # placed after the kept history, right before the current request
+        # old history, placed in front: after the summaries (the task digest), before the kept history,
+        # so that a new request does not move it
+        kinds = [item.kind for item in plan.items]
+        first_history = next(
+            i for i, kind in enumerate(kinds) if kind not in {"summary", "retrieved-history"}
+        )
+        assert all(kind == "summary" for kind in kinds[: kinds.index("retrieved-history")])
+        assert all(kind == "retrieved-history" for kind in kinds[position:first_history])
         assert plan.items[-1].kind == "current-request"
-        assert all(item.kind == "retrieved-history" for item in plan.items[position:-1])
         assert plan.fallback is None
         assert plan.manifest.planned_tokens <= plan.budget.hard_limit
 

@@ -1,7 +1,8 @@
 """Emit: the plan's messages and items in send order, from the window and the decisions.
 
-Order: front supplements (memory, summaries), mandatory units the cut has passed, then the window in
-history order with trims and receipts applied; the other supplements go right before the current request.
+Order: front supplements (memory, summaries, items placed in front), mandatory units the cut has
+passed, then the window in history order with trims and receipts applied; the other supplements go right
+before the current request.
 """
 
 from __future__ import annotations
@@ -168,8 +169,11 @@ def emit(
 ) -> Emitted:
     """The plan's messages and items in send order."""
     index = inputs.index
-    front = [s for s in window.supplements if s.item.kind in _FRONT_KINDS]
-    back = [s for s in window.supplements if s.item.kind not in _FRONT_KINDS]
+    front: list[Supplement] = []
+    back: list[Supplement] = []
+    for supplement in window.supplements:
+        item = supplement.item
+        (front if item.kind in _FRONT_KINDS or item.placement == "front" else back).append(supplement)
     emitter = _Emitter(inputs, decisions, back)
     emitter.supplements(front)
     for root in sorted(root for root in mandatory if root < decisions.cut):

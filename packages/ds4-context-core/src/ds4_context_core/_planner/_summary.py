@@ -310,8 +310,13 @@ def _result(
     )
 
 
-def validate_summary(text: str, source_texts: str | Iterable[str]) -> SummaryValidation:
+def validate_summary(
+    text: str, source_texts: str | Iterable[str], *, max_chars: int = SUMMARY_MAX_CHARS
+) -> SummaryValidation:
     """Check ``text`` against ``summary-contract-v1`` and the texts it was made from.
+
+    ``max_chars`` (at most :data:`SUMMARY_MAX_CHARS`) is the longest summary accepted; a longer one is
+    reported as ``summary-too-large`` and not parsed.
 
     ``source_texts`` is one ``str`` or an iterable of them (say, one per message). Any ``str`` summary
     gets a verdict; only arguments of the wrong type raise :class:`SummaryInputError` (a ``TypeError``).
@@ -321,13 +326,16 @@ def validate_summary(text: str, source_texts: str | Iterable[str]) -> SummaryVal
         raise SummaryInputError(
             "summary-text-invalid", f"the summary is a {type(text).__name__[:40]}, not a str"
         )
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars <= 0:
+        raise SummaryInputError("summary-text-invalid", "max_chars must be a positive int")
+    limit = min(max_chars, SUMMARY_MAX_CHARS)
     sources = _sources(source_texts)
     problems: dict[tuple[str, str | None], int] = {}
 
     def add(code: str, section: str | None) -> None:
         problems[code, section] = problems.get((code, section), 0) + 1
 
-    if len(text) > SUMMARY_MAX_CHARS:
+    if len(text) > limit:
         add("summary-too-large", None)
         return _result(problems, sections=0, files=0, values=0)
     if not text.strip():

@@ -1,5 +1,8 @@
 """Supplements: host-supplied memory, summaries, retrieved history and project snippets, each kind
-within its ceiling, highest priority first."""
+within its ceiling, highest priority first. Among summaries of equal priority, the model-written ones
+(id prefix ``ds4-summary:``) come first, in the order of the history they cover, then the others by
+id: a summary of a later span lands after the ones already sent, so their bytes stay in the cached
+prefix, and a host's digest, which changes at every compaction, comes after all of them."""
 
 from __future__ import annotations
 
@@ -9,7 +12,13 @@ from typing import Final
 from ds4_context_core._history._model import CanonicalMessage, MessageFlags, Provenance, TextBlock
 
 from ._decisions import Decisions, PlanInputs, Supplement, Window
-from ._types import DEFAULT_SUPPLEMENT_PRIORITY, SUPPLEMENT_KINDS, PlanExclusion, SupplementalItem
+from ._types import (
+    DEFAULT_SUPPLEMENT_PRIORITY,
+    SUMMARY_ID_PREFIX,
+    SUPPLEMENT_KINDS,
+    PlanExclusion,
+    SupplementalItem,
+)
 
 _MAX_ID_CHARS: Final = 256
 
@@ -34,6 +43,7 @@ def _valid_items(inputs: PlanInputs, decisions: Decisions) -> list[SupplementalI
                 or not isinstance(item.text, str)
                 or item.id in seen
                 or (item.priority is not None and type(item.priority) is not int)
+                or item.placement not in (None, "front")
             ):
                 invalid += 1
                 continue
@@ -41,7 +51,18 @@ def _valid_items(inputs: PlanInputs, decisions: Decisions) -> list[SupplementalI
             valid.append(item)
     if invalid:
         decisions.exclusions.append(PlanExclusion(reason="supplement-invalid", count=invalid, tokens=0))
-    valid.sort(key=lambda item: (-priority_of(item), item.id))
+    position_of = inputs.index.position_of
+    size = len(position_of) + 1
+
+    def order(item: SupplementalItem) -> tuple[int, int, str]:
+        # Summaries of earlier spans first, each where the span it covers sits in history: a new summary
+        # of a later span lands after the ones already sent, so their bytes stay in the cached prefix.
+        first = size
+        if item.kind == "summary" and item.id.startswith(SUMMARY_ID_PREFIX) and item.source_ids:
+            first = min((position_of.get(source, size) for source in item.source_ids), default=size)
+        return -priority_of(item), first, item.id
+
+    valid.sort(key=order)
     return valid
 
 

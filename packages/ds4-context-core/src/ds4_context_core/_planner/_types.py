@@ -75,6 +75,8 @@ PLAN_DIAGNOSTIC_CODES: Final = (
     "structure-first-user-inserted",
 )
 
+#: Id prefix of a model-written summary supplement (``summaries.summary_supplement``).
+SUMMARY_ID_PREFIX: Final = "ds4-summary:"
 SUPPLEMENT_KINDS: Final = ("memory", "project-snippet", "retrieved-history", "summary")
 
 PRIORITY_CURRENT_REQUEST: Final = 1000
@@ -104,7 +106,10 @@ class SupplementalItem(_Record, frozen=True):
     """Content the caller produced (memory, retrieved history, project snippets, summaries).
 
     Memory and summaries are placed before the history; retrieved history and project snippets right
-    before the current request. ``source_ids`` name the canonical messages a summary or excerpt covers.
+    before the current request, unless ``placement`` says ``"front"`` (before the history, after the
+    higher-priority front items): a host that keeps an excerpt for many turns puts it there, so a new
+    request does not move it and the cached prefix survives. ``source_ids`` name the canonical messages
+    a summary or excerpt covers.
     """
 
     id: str
@@ -112,6 +117,7 @@ class SupplementalItem(_Record, frozen=True):
     text: str
     priority: int | None = None
     source_ids: tuple[str, ...] = ()
+    placement: Literal["front"] | None = None
 
 
 class PlanItem(_Record, frozen=True):

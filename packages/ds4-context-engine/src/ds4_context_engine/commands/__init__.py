@@ -29,9 +29,12 @@ from ._digest import (
     CUT_SUPPLEMENT_PASSES,
     TASK_DIGEST_ID,
     TASK_DIGEST_MAX_CHARS,
+    SettledPlan,
     plan_with_cut_supplements,
+    settle_cut_supplements,
     task_digest,
 )
+from ._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut
 from ._planned import (
     RESTORE_MAX_CHARS,
     context_compact_preview,
@@ -104,6 +107,7 @@ __all__ = [
     "RESTORE_MAX_CHARS",
     "RETRIEVAL_HITS_DEFAULT",
     "RETRIEVED_TEXT_MAX_CHARS",
+    "SUMMARY_TIMEOUT_S",
     "TASK_DIGEST_ID",
     "TASK_DIGEST_MAX_CHARS",
     "AdapterResult",
@@ -136,6 +140,7 @@ __all__ = [
     "RestoredMessage",
     "RetrievedLine",
     "RetrievedResult",
+    "SettledPlan",
     "StatusResult",
     "StorageResult",
     "SummariesResult",
@@ -175,6 +180,8 @@ __all__ = [
     "retrieved_supplements",
     "run_context_command",
     "run_context_command_text",
+    "settle_cut_supplements",
+    "summarize_cut",
     "task_digest",
     "write_demo_session",
 ]

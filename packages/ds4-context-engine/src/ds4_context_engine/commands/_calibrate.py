@@ -135,8 +135,14 @@ class _Requests:
         if self._tip is None:
             context = build_pi_context(self._session)
             running = [0]
+            # each message object estimated once per session memo: a refresh pays for new messages only
+            memo = self._session.context_memo
             for message in context.messages:
-                running.append(running[-1] + fast_chars_v1(message))
+                key = ("chars-v1", id(message))
+                known = memo.get(key)
+                if known is None or known[0] is not message:
+                    known = memo[key] = (message, fast_chars_v1(message))
+                running.append(running[-1] + known[1])
             compaction = (
                 self._session.entry(context.compaction_entry_id) if context.compaction_entry_id else None
             )

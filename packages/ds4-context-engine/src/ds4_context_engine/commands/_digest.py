@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 from ds4_context_core import CanonicalMessage, TextBlock, ToolCallBlock
 from ds4_context_core.config import DEFAULT_WRITE_TOOLS
@@ -24,8 +24,11 @@ __all__ = [
     "CUT_SUPPLEMENT_PASSES",
     "TASK_DIGEST_ID",
     "TASK_DIGEST_MAX_CHARS",
+    "SettledPlan",
+    "cut_key",
     "cut_messages",
     "plan_with_cut_supplements",
+    "settle_cut_supplements",
     "task_digest",
 ]
 
@@ -137,6 +140,17 @@ def task_digest(
     )
 
 
+def cut_key(messages: Sequence[CanonicalMessage], plan: ContextPlan) -> tuple[int, str | None, str | None]:
+    """What names the cut of ``plan`` in a session that grows by appends: its length, first and last id.
+
+    Two plans with the same key cut the same messages, so what was built from the cut still holds.
+    """
+    cut = len(cut_messages(messages, plan)) if plan.fallback is None else 0
+    if not cut:
+        return 0, None, None
+    return cut, messages[0].id, messages[cut - 1].id
+
+
 def plan_with_cut_supplements(
     messages: Sequence[CanonicalMessage],
     plan: ContextPlan,
@@ -153,16 +167,44 @@ def plan_with_cut_supplements(
     ``passes`` times, so that the next turn (whose cut is this one while nothing is compacted) builds the
     very same digest and the cached prefix survives.
     """
-    digested: int | None = None
+    return settle_cut_supplements(messages, plan, supplements_for, replan, passes=passes).plan
+
+
+class SettledPlan(NamedTuple):
+    """A plan with the supplements built for its cut, and the cut they were built for."""
+
+    plan: ContextPlan
+    extra: tuple[SupplementalItem, ...]
+    key: tuple[int, str | None, str | None]
+
+
+def settle_cut_supplements(
+    messages: Sequence[CanonicalMessage],
+    plan: ContextPlan,
+    supplements_for: Callable[[ContextPlan], Sequence[SupplementalItem]],
+    replan: Callable[[tuple[SupplementalItem, ...]], ContextPlan],
+    *,
+    planned_with: tuple[SupplementalItem, ...] = (),
+    planned_for: tuple[int, str | None, str | None] | None = None,
+    passes: int = CUT_SUPPLEMENT_PASSES,
+) -> SettledPlan:
+    """:func:`plan_with_cut_supplements` starting from a plan made with ``planned_with`` already.
+
+    ``planned_for`` is the cut key ``planned_with`` was built for (the previous step's). When ``plan``
+    still cuts there, nothing is rebuilt and nothing is planned again: between compactions a step costs
+    one plan, and the digest and the retrieved items stay byte-identical (updated in batches, at each
+    compaction, not at every step).
+    """
+    extra = planned_with
+    built_for = planned_for
     for _ in range(passes):
-        if plan.fallback is not None or plan.manifest.saved_tokens <= 0:
+        key = cut_key(messages, plan)
+        if key == built_for:
             break
-        cut = len(cut_messages(messages, plan))
-        if cut == digested:
+        fresh = tuple(supplements_for(plan)) if key[0] else ()
+        built_for = key
+        if fresh == extra:
             break
-        extra = tuple(supplements_for(plan))
-        if not extra:
-            break
-        digested = cut
+        extra = fresh
         plan = replan(extra)
-    return plan
+    return SettledPlan(plan, extra, built_for if built_for is not None else cut_key(messages, plan))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -14,6 +14,7 @@ from ds4_context_core import CanonicalMessage, ModelDescriptor, RuntimeHistorySn
 from ds4_context_core.config import ConfigLoadResult, Ds4ContextConfig, load_config
 from ds4_context_core.planner import ContextPlan, PlanState, SupplementalItem, plan_context
 from ds4_context_core.privacy import PrivacyPolicy
+from ds4_context_core.summaries import SUMMARY_DEFAULT_MAX_CHARS, SummaryOutcome
 from ds4_context_core.tokens import TokenCalibration
 from ds4_context_engine._exceptions import CommandError, DerivedStoreError
 from ds4_context_engine.commands._calibrate import (
@@ -22,8 +23,9 @@ from ds4_context_engine.commands._calibrate import (
     record_calibration_samples,
     stored_calibration,
 )
-from ds4_context_engine.commands._digest import plan_with_cut_supplements
+from ds4_context_engine.commands._digest import SettledPlan, cut_messages, settle_cut_supplements
 from ds4_context_engine.commands._digest import task_digest as build_task_digest
+from ds4_context_engine.commands._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut, summary_supplements
 from ds4_context_engine.commands._retrieval import (
     RETRIEVAL_HITS_DEFAULT,
     retrieval_candidates,
@@ -34,13 +36,19 @@ from ds4_context_engine.store import (
     DerivedStore,
     MemoryItem,
     PinRecord,
+    StoredSummary,
     open_derived_store,
     replay_session_events,
 )
 
+if TYPE_CHECKING:
+    from ds4_context_core.adapter import CompletionRequest
+
 __all__ = ["DEFAULT_STORE_ENV", "ContextWorkspace", "default_store_path"]
 
 DEFAULT_STORE_ENV: Final = "DS4_CONTEXT_STORE"
+# Below the summaries' 75: retrieved excerpts in front follow the summaries and are dropped first.
+RETRIEVED_FRONT_PRIORITY: Final = 70
 
 
 def default_store_path() -> Path:
@@ -101,6 +109,11 @@ class ContextWorkspace:
         self._plan_state: PlanState | None = None
         self._plan: ContextPlan | None = None
         self._plan_key: tuple[Any, ...] | None = None
+        self._settled: SettledPlan | None = None
+        self._settled_version = 0  # the summaries version ``_settled`` was built with
+        self._summaries_version = 0  # counts summaries remembered by this workspace
+        self._local_summaries: dict[str, StoredSummary] = {}  # without a store
+        self._summary_items: tuple[tuple[Any, ...], tuple[SupplementalItem, ...]] | None = None
         self._calibration_handled: set[str] = set()
         self._calibration_scan = CalibrationScan()
         self._calibrations: dict[str, TokenCalibration] = {}
@@ -286,7 +299,7 @@ class ContextWorkspace:
         # the ratio learnt from usage once there are enough samples; before that, the provider family's prior
         ratio = calibration.planner_ratio() if calibration is not None else None
         # every append (pins and memory included) or re-read gives a new session object: a key without hashing
-        key = (descriptor, dry_run, self._session, self.leaf_id, ratio)
+        key = (descriptor, dry_run, self._session, self.leaf_id, ratio, self._summaries_version)
         if self._plan is not None and self._plan_key == key:
             return self._plan
         pinned = [message.id for message in context.messages if message.flags.pinned]
@@ -297,16 +310,26 @@ class ContextWorkspace:
             config = settings
         state = None if dry_run else self._plan_state
         memory = self.memory_supplements()
-        plan = plan_context(
-            context.messages,
-            model=descriptor,
-            config=config,
-            state=state,
-            pins=pinned,
-            supplemental=memory,
-            calibration_ratio=ratio,
-        )
+        # What stood for the previous step's cut, tried first: while the cut stays, it is still right.
+        settled = None if dry_run else self._settled
+        if settled is not None and self._settled_version != self._summaries_version:
+            settled = settled._replace(key=(-1, None, None))  # a new summary: rebuild once for it
+        carried = settled.extra if settled is not None else ()
+
+        def replan(extra: tuple[SupplementalItem, ...]) -> ContextPlan:
+            return plan_context(
+                context.messages,
+                model=descriptor,
+                config=config,
+                state=state,
+                pins=pinned,
+                supplemental=memory + extra,
+                calibration_ratio=ratio,
+            )
+
+        plan = replan(carried)
         store = self.store if self.retrieval_hits else None
+        summaries = self._summary_supplements()
 
         @functools.cache  # the search depends on the request only: one per call, whatever the passes
         def candidates() -> tuple[tuple[CanonicalMessage, str], ...]:
@@ -316,36 +339,80 @@ class ContextWorkspace:
             return retrieval_candidates(store, session_id, context.messages, limit=self.retrieval_hits)
 
         def cut_supplements(cut_plan: ContextPlan) -> tuple[SupplementalItem, ...]:
-            """The task digest of what ``cut_plan`` cut, then the retrieved history it does not hold."""
+            """Accepted summaries of cut spans, the task digest, then the retrieved history it lacks."""
+            cut = cut_messages(context.messages, cut_plan)
+            cut_ids = {message.id for message in cut}
+            covered = tuple(item for item in summaries if cut_ids.issuperset(item.source_ids))
             digest = None
             if self.task_digest:
                 digest = build_task_digest(
                     context.messages, cut_plan, write_tools=self.config.pruning.write_tools
                 )
-            retrieved = retrieved_supplements(candidates(), cut_plan, limit=self.retrieval_hits)
-            return (digest, *retrieved) if digest is not None else retrieved
+            # Retrieved excerpts are old history: they go in front, after the summaries, and stay there
+            # until the next compaction, so a new request does not move them and the prefix survives.
+            retrieved = tuple(
+                msgspec.structs.replace(item, placement="front", priority=RETRIEVED_FRONT_PRIORITY)
+                for item in retrieved_supplements(candidates(), cut_plan, limit=self.retrieval_hits)
+            )
+            return (*covered, *((digest,) if digest is not None else ()), *retrieved)
 
-        plan = plan_with_cut_supplements(
+        settled = settle_cut_supplements(
             context.messages,
             plan,
             cut_supplements,
-            lambda extra: plan_context(
-                context.messages,
-                model=descriptor,
-                config=config,
-                state=state,
-                pins=pinned,
-                supplemental=memory + extra,
-                calibration_ratio=ratio,
-            ),
+            replan,
+            planned_with=carried,
+            planned_for=settled.key if settled is not None else None,
         )
+        plan = settled.plan
         if not dry_run:
             self._plan_state = plan.state
+            self._settled = settled
+            self._settled_version = self._summaries_version
             if self.store is not None:
                 body = msgspec.json.encode(plan.manifest).decode()
                 self.store.record_manifest(self._session.session_id, body, leaf_id=context.leaf_id)
         self._plan, self._plan_key = plan, key
         return plan
+
+    def stored_summaries(self) -> tuple[StoredSummary, ...]:
+        """The cached summary outcomes of this session: from the store, else kept in this workspace."""
+        if self.store is None:
+            return tuple(self._local_summaries.values())
+        self.ensure_indexed()
+        try:
+            return self.store.summaries(self._session.session_id)
+        except DerivedStoreError:
+            return ()  # the store is disposable: plan with receipts and the digest alone
+
+    def remember_summary(self, record: StoredSummary) -> None:
+        """Cache a summary outcome for its span; the next plan places it when it is accepted."""
+        if self.store is None:
+            self._local_summaries[record.span_hash] = record
+        else:
+            self.store.put_summary(record)
+        self._summaries_version += 1
+
+    def _summary_supplements(self) -> tuple[SupplementalItem, ...]:
+        key = (self._session, self._summaries_version)
+        if self._summary_items is None or self._summary_items[0] != key:
+            self._summary_items = (key, summary_supplements(self.stored_summaries()))
+        return self._summary_items[1]
+
+    async def summarize_cut(
+        self,
+        complete: Callable[[CompletionRequest], Awaitable[Any]],
+        *,
+        model: ModelDescriptor | None = None,
+        timeout_s: float = SUMMARY_TIMEOUT_S,
+        max_chars: int = SUMMARY_DEFAULT_MAX_CHARS,
+    ) -> SummaryOutcome | None:
+        """Summarise, through ``complete``, what the plan cuts that no accepted summary covers yet.
+
+        See :func:`ds4_context_engine.commands.summarize_cut`: cached by span hash, checked against
+        the span, never raising for what the transport does; ``None`` when there is nothing new.
+        """
+        return await summarize_cut(self, complete, model=model, timeout_s=timeout_s, max_chars=max_chars)
 
     def close(self) -> None:
         if self.store is not None:

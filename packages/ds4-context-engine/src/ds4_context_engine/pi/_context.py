@@ -140,6 +140,31 @@ class _Builder:
         self.messages: list[CanonicalMessage] = []
         self.excluded: list[str] = []
         self.issues: list[PiSessionIssue] = []
+        self.memo = session.context_memo
+
+    def add_memoized(self, entry: PiEntry) -> None:
+        """:meth:`add`, converting each entry object once: a re-read after an append pays for new entries.
+
+        Keyed by the entry object (its id, with the object kept so the id is never reused) and whether it
+        is pinned, the only input of the conversion besides the entry itself.
+        """
+        pinned = entry.id in self.pinned
+        found = self.memo.get(id(entry))
+        if found is not None and found[0] is entry and found[1] == pinned:
+            _, _, messages, excluded, issues = found
+            self.messages.extend(messages)
+            self.excluded.extend(excluded)
+            self.issues.extend(issues)
+            return
+        counts = len(self.messages), len(self.excluded), len(self.issues)
+        self.add(entry)
+        self.memo[id(entry)] = (
+            entry,
+            pinned,
+            tuple(self.messages[counts[0] :]),
+            tuple(self.excluded[counts[1] :]),
+            tuple(self.issues[counts[2] :]),
+        )
 
     def emit(
         self,
@@ -239,10 +264,97 @@ class _Builder:
             self.emit(entry, "user", role, [TextBlock(text=text)], created_at=timestamp)
 
 
+# Entry types that extend a context without changing what came before: messages and the settings
+# entries whose latest value wins. A compaction (or anything else that rewrites the context) rebuilds it.
+_EXTENDING_TYPES: Final = frozenset(
+    {"message", "custom_message", "branch_summary", "model_change", "thinking_level_change", "label"}
+)
+_CONTEXT_KEY: Final = "context"
+
+
+def _remembered(session: PiSession, pinned: frozenset[str]) -> tuple[PiContext | None, int]:
+    """The context last built for the newest entry with these pins, and how many entries it had seen."""
+    known = session.context_memo.get(_CONTEXT_KEY)
+    if known is None:
+        return None, 0
+    seen, known_pinned, context = known
+    if known_pinned != pinned or seen > len(session.entries) or context.issues:
+        return None, 0
+    return context, seen
+
+
+def _extend(
+    session: PiSession, context: PiContext, new: Sequence[PiEntry], pinned: frozenset[str]
+) -> PiContext | None:
+    """``context`` grown by ``new`` (entries appended after it), or ``None`` when they do not simply
+    continue its branch (another branch, a compaction, an entry of another type)."""
+    parent = context.leaf_id
+    for entry in new:
+        if entry.type not in _EXTENDING_TYPES or entry.parent_id != parent:
+            return None
+        parent = entry.id
+    builder = _Builder(session, pinned)
+    provider, model_id, thinking = context.provider, context.model_id, context.thinking_level
+    labels: dict[str, str] | None = context.labels
+    for entry in new:
+        data = entry.data
+        if entry.type == "model_change":
+            if isinstance(data.get("provider"), str) and isinstance(data.get("modelId"), str):
+                provider, model_id = data["provider"], data["modelId"]
+        elif entry.type == "thinking_level_change":
+            if isinstance(data.get("thinkingLevel"), str):
+                thinking = data["thinkingLevel"]
+        elif entry.type == "label":
+            labels = None  # labels may name any entry: read them again
+        elif entry.type == "message":
+            message = data.get("message")
+            if (
+                isinstance(message, dict)
+                and message.get("role") == "assistant"
+                and isinstance(message.get("provider"), str)
+                and isinstance(message.get("model"), str)
+            ):
+                provider, model_id = message["provider"], message["model"]
+        builder.add_memoized(entry)
+    return PiContext(
+        session_id=context.session_id,
+        leaf_id=parent,
+        messages=context.messages + tuple(builder.messages),
+        branch_entry_ids=context.branch_entry_ids + tuple(entry.id for entry in new),
+        provider=provider,
+        model_id=model_id,
+        thinking_level=thinking,
+        compaction_entry_id=context.compaction_entry_id,
+        excluded_entry_ids=context.excluded_entry_ids + tuple(builder.excluded),
+        labels=dict(labels) if labels is not None else session.labels(),
+        issues=tuple(builder.issues),
+    )
+
+
 def build_pi_context(
     session: PiSession, leaf_id: str | None = None, *, pinned_entry_ids: Collection[str] = ()
 ) -> PiContext:
-    """The model context of the branch ending at ``leaf_id`` (default: the newest entry)."""
+    """The model context of the branch ending at ``leaf_id`` (default: the newest entry).
+
+    The last context built for the newest entry (and pin set) is remembered in the session's memo; when
+    the session has only appended entries that continue that branch, only they are converted.
+    """
+    pinned = frozenset(pinned_entry_ids)
+    if leaf_id is not None:  # only the newest branch grows; one remembered context, not one per leaf
+        return _build_pi_context(session, leaf_id, pinned)
+    previous, seen = _remembered(session, pinned)
+    if previous is not None:
+        new = session.entries[seen:]
+        grown = _extend(session, previous, new, pinned) if new else previous
+        if grown is not None:
+            session.context_memo[_CONTEXT_KEY] = (len(session.entries), pinned, grown)
+            return grown
+    context = _build_pi_context(session, None, pinned)
+    session.context_memo[_CONTEXT_KEY] = (len(session.entries), pinned, context)
+    return context
+
+
+def _build_pi_context(session: PiSession, leaf_id: str | None, pinned: frozenset[str]) -> PiContext:
     path, branch_issues = session.branch(leaf_id)
     extra = session.header.extra
     provider = extra.get("provider") if isinstance(extra.get("provider"), str) else None
@@ -269,12 +381,12 @@ def build_pi_context(
             ):
                 provider, model_id = message["provider"], message["model"]
 
-    builder = _Builder(session, frozenset(pinned_entry_ids))
+    builder = _Builder(session, pinned)
     builder.issues.extend(branch_issues)
     compaction_id: str | None = None
     if compaction_index is None:
         for entry in path:
-            builder.add(entry)
+            builder.add_memoized(entry)
     else:
         compaction = path[compaction_index]
         compaction_id = compaction.id
@@ -290,7 +402,7 @@ def build_pi_context(
         for entry in path[:compaction_index]:
             kept = kept or entry.id == first_kept
             if kept:
-                builder.add(entry)
+                builder.add_memoized(entry)
         if not kept and first_kept is not None:
             builder.issues.append(
                 PiSessionIssue(
@@ -302,7 +414,7 @@ def build_pi_context(
                 )
             )
         for entry in path[compaction_index + 1 :]:
-            builder.add(entry)
+            builder.add_memoized(entry)
 
     return PiContext(
         session_id=session.session_id,

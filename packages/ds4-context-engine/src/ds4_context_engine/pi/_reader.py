@@ -348,6 +348,7 @@ class PiSession:
 
     __slots__ = (
         "_by_id",
+        "context_memo",
         "end_line",
         "end_offset",
         "entries",
@@ -378,6 +379,9 @@ class PiSession:
         self.end_offset = end_offset
         self.end_line = end_line
         self._by_id = {entry.id: entry for entry in entries}
+        # What each entry became in a model context (see ``build_pi_context``), shared by the sessions
+        # an append grows from this one, which hold the very same entry objects.
+        self.context_memo: dict[object, Any] = {}
 
     @classmethod
     def _from_scan(cls, path: str, scan: _Scan, entries: tuple[PiEntry, ...]) -> PiSession:
@@ -392,6 +396,7 @@ class PiSession:
         session.end_offset = scan.end_offset
         session.end_line = scan.end_line
         session._by_id = scan.by_id
+        session.context_memo = {}
         return session
 
     @property
@@ -591,4 +596,6 @@ def extend_pi_session(
     _scan_lines(tail, 0, scan, base_offset=session.end_offset)
     if not tail:
         return session
-    return PiSession._from_scan(session.path, scan, session.entries + tuple(scan.entries))
+    grown = PiSession._from_scan(session.path, scan, session.entries + tuple(scan.entries))
+    grown.context_memo = session.context_memo  # same entry objects: what they became still holds
+    return grown

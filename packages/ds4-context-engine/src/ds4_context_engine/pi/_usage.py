@@ -60,9 +60,20 @@ def pi_reported_usage(entry: PiEntry) -> PiReportedUsage | None:
 
 
 def pi_reported_usages(session: PiSession) -> tuple[PiReportedUsage, ...]:
-    """The usage of every assistant message of ``session`` that carries one, on any branch, in file order."""
-    return tuple(
+    """The usage of every assistant message of ``session`` that carries one, on any branch, in file order.
+
+    Remembered for the entries read so far (in the session's memo, shared by the sessions an append
+    grows from it): a re-read after an append reads the usage of the new entries only.
+    """
+    memo = session.context_memo
+    known: tuple[int, tuple[PiReportedUsage, ...]] | None = memo.get("usages")
+    entries = session.entries
+    start, found = (0, ()) if known is None or known[0] > len(entries) else known
+    fresh = tuple(
         usage
-        for entry in session.entries
+        for entry in entries[start:]
         if entry.type == "message" and (usage := pi_reported_usage(entry)) is not None
     )
+    usages = found + fresh
+    memo["usages"] = (len(entries), usages)
+    return usages

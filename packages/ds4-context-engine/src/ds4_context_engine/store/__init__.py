@@ -23,6 +23,7 @@ from ._records import (
     SearchHit,
     StorageReport,
     StoredManifest,
+    StoredSummary,
     StoreHealth,
 )
 from ._schema import MIGRATIONS as _MIGRATIONS
@@ -32,6 +33,7 @@ from ._sqlite import (
     CALIBRATION_SOURCE_RETENTION,
     DEFAULT_BUSY_TIMEOUT_SECONDS,
     MANIFEST_RETENTION,
+    SUMMARY_RETENTION,
     SqliteDerivedStore,
     open_derived_store,
 )
@@ -59,6 +61,7 @@ __all__ = [
     "SQLITE_MIGRATION_NAMES",
     "SQLITE_SCHEMA_VERSION",
     "STORE_EVENT_CODES",
+    "SUMMARY_RETENTION",
     "UNPIN_CUSTOM_TYPE",
     "CalibrationSample",
     "DerivedStore",
@@ -70,6 +73,7 @@ __all__ = [
     "StorageReport",
     "StoreHealth",
     "StoredManifest",
+    "StoredSummary",
     "append_memory_event",
     "append_pin_event",
     "append_unpin_event",

@@ -19,6 +19,7 @@ from ._records import (
     SearchHit,
     StorageReport,
     StoredManifest,
+    StoredSummary,
     StoreHealth,
 )
 
@@ -54,6 +55,14 @@ class DerivedStore(Protocol):
     def record_manifest(self, session_id: str, body: str, *, leaf_id: str | None = None) -> int: ...
 
     def manifests(self, session_id: str, *, limit: int = 128) -> tuple[StoredManifest, ...]: ...
+
+    def put_summary(self, summary: StoredSummary) -> None:
+        """Store (or replace) the outcome for ``(summary.session_id, summary.span_hash)``."""
+        ...
+
+    def summaries(self, session_id: str) -> tuple[StoredSummary, ...]:
+        """The session's cached summary outcomes, oldest first (at most ``SUMMARY_RETENTION``)."""
+        ...
 
     def put_artifact(self, content: bytes, *, media_type: str = "text/plain") -> str: ...
 

@@ -15,6 +15,7 @@ __all__ = [
     "StorageReport",
     "StoreHealth",
     "StoredManifest",
+    "StoredSummary",
 ]
 
 
@@ -59,6 +60,19 @@ class StoredManifest(msgspec.Struct, frozen=True, kw_only=True):
     leaf_id: str | None
     created_at: str
     body: str
+
+
+class StoredSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """A summary outcome cached by the hash of its span: ``text`` only when ``status`` is ``accepted``."""
+
+    session_id: str
+    span_hash: str
+    contract_version: str
+    status: Literal["accepted", "rejected"]
+    code: str | None
+    text: str | None
+    source_ids: tuple[str, ...]
+    created_at: str
 
 
 class CalibrationSample(msgspec.Struct, frozen=True, kw_only=True):

@@ -105,7 +105,25 @@ CREATE TABLE calibration_sources (
 );
 """
 
+# Model-written summaries under summary-contract-v1, by the hash of the span they cover (accepted ones with
+# their text, rejected ones with their code only), so a span is sent to a model once. Kept across
+# rebuilds of a session, as manifests are: they cost a model call and the span hash still names them.
+_SUMMARIES: Final = """
+CREATE TABLE summaries (
+    session_id TEXT NOT NULL,
+    span_hash TEXT NOT NULL,
+    contract_version TEXT NOT NULL,
+    status TEXT NOT NULL,
+    code TEXT,
+    body TEXT,
+    source_ids TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, span_hash)
+);
+"""
+
 MIGRATIONS: Final = (
     Migration(1, "initial", _INITIAL.strip()),
     Migration(2, "calibration-sources", _CALIBRATION_SOURCES.strip()),
+    Migration(3, "summaries", _SUMMARIES.strip()),
 )

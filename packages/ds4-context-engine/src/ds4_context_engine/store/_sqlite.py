@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
+import msgspec
+
 from ds4_context_engine._exceptions import DerivedStoreError, PiSessionError, UntrustedPathError
 from ds4_context_engine.pi import (
     PiEntryShape,
@@ -42,6 +44,7 @@ from ._records import (
     SearchHit,
     StorageReport,
     StoredManifest,
+    StoredSummary,
     StoreHealth,
 )
 from ._schema import MIGRATIONS
@@ -53,11 +56,13 @@ __all__ = [
     "CALIBRATION_SOURCE_RETENTION",
     "DEFAULT_BUSY_TIMEOUT_SECONDS",
     "MANIFEST_RETENTION",
+    "SUMMARY_RETENTION",
     "SqliteDerivedStore",
     "open_derived_store",
 ]
 
 MANIFEST_RETENTION: Final = 128
+SUMMARY_RETENTION: Final = 64
 CALIBRATION_RETENTION: Final = 200
 CALIBRATION_SOURCE_RETENTION: Final = 10 * CALIBRATION_RETENTION
 ARTIFACT_THRESHOLD_CHARS: Final = 16_384
@@ -79,6 +84,7 @@ _CLEARED_TABLES: Final = (
     "manifests",
     "calibration_samples",
     "calibration_sources",
+    "summaries",
 )
 
 _T = TypeVar("_T")
@@ -612,6 +618,58 @@ class SqliteDerivedStore:
         return tuple(
             StoredManifest(id=row_id, session_id=session_id, leaf_id=leaf, created_at=created, body=body)
             for row_id, leaf, created, body in rows
+        )
+
+    def put_summary(self, summary: StoredSummary) -> None:
+        """Store the outcome for its span (replacing one there); keep the newest ``SUMMARY_RETENTION``."""
+        if not isinstance(summary, StoredSummary):
+            raise TypeError("expected a StoredSummary")
+        row = (
+            summary.session_id,
+            summary.span_hash,
+            summary.contract_version,
+            summary.status,
+            summary.code,
+            summary.text if summary.status == "accepted" else None,
+            msgspec.json.encode(summary.source_ids).decode(),
+            summary.created_at,
+        )
+
+        def run() -> None:
+            with self._transaction() as connection:
+                connection.execute(
+                    "INSERT OR REPLACE INTO summaries (session_id, span_hash, contract_version, status, "
+                    "code, body, source_ids, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+                connection.execute(
+                    "DELETE FROM summaries WHERE session_id = ? AND rowid NOT IN "
+                    "(SELECT rowid FROM summaries WHERE session_id = ? ORDER BY rowid DESC LIMIT ?)",
+                    (summary.session_id, summary.session_id, SUMMARY_RETENTION),
+                )
+
+        self._guard(run)
+
+    def summaries(self, session_id: str) -> tuple[StoredSummary, ...]:
+        rows = self._guard(
+            lambda: self._connection.execute(
+                "SELECT span_hash, contract_version, status, code, body, source_ids, created_at "
+                "FROM summaries WHERE session_id = ? ORDER BY rowid",
+                (session_id,),
+            ).fetchall()
+        )
+        return tuple(
+            StoredSummary(
+                session_id=session_id,
+                span_hash=span_hash,
+                contract_version=version,
+                status="accepted" if status == "accepted" else "rejected",
+                code=code,
+                text=body,
+                source_ids=tuple(msgspec.json.decode(sources, type=list[str])),
+                created_at=created,
+            )
+            for span_hash, version, status, code, body, sources, created in rows
         )
 
     def _store_artifact(self, content: bytes, media_type: str) -> str:
