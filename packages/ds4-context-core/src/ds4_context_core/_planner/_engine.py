@@ -86,6 +86,7 @@ def plan_context(
     use_estimator: TokenEstimator = estimator if estimator is not None else fast_chars_v1
     index: HistoryIndex | None = None
     messages: tuple[Any, ...] = ()
+    wire: str | None = None
     try:
         messages = _as_messages(history)
         wire = check_destination(destination)
@@ -141,6 +142,7 @@ def plan_context(
         state=state,
         diagnostics=diagnostics,
         budget=_budget_or_none(model, fixed_tokens, resolved, calibration_ratio),
+        destination=wire,
     )
 
 
