@@ -36,7 +36,7 @@ from ._types import (
 from ._validate import atomicity_problem
 
 
-def _empty_budget(model: object, fixed_tokens: object) -> PlanBudget:
+def empty_budget(model: object, fixed_tokens: object) -> PlanBudget:
     window = model.context_window if isinstance(model, ModelDescriptor) else 0
     fixed = fixed_tokens if type(fixed_tokens) is int else 0
     return PlanBudget(
@@ -308,7 +308,7 @@ def fallback_plan(
     history_tokens = sum(item.tokens for item in items)
     fixed = fixed_tokens if type(fixed_tokens) is int and fixed_tokens >= 0 else 0
     empty = msgspec.structs.replace(
-        _empty_budget(model, fixed_tokens), history_tokens=history_tokens, total_tokens=fixed + history_tokens
+        empty_budget(model, fixed_tokens), history_tokens=history_tokens, total_tokens=fixed + history_tokens
     )
     manifest = PlanManifest(
         contract_version=PLAN_CONTRACT_VERSION,
