@@ -17,10 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from _messages import message as _message
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import ds4_context_core as core
+from ds4_context_core._planner._structure import structure_problem
 from ds4_context_core.interop import to_anthropic_messages, to_openai_chat, to_openai_responses
 from ds4_context_core.planner import ContextPlanner, plan_context, restore
 
@@ -254,3 +255,16 @@ def test_every_step_of_an_append_only_session_passes_the_destinations_rules(even
         plan = planner.plan(prefix, model=model, destination=destination)
         if plan.messages:
             _check(plan, prefix, destination)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_events, _DESTINATIONS, st.randoms(use_true_random=False))
+def test_the_planners_own_check_agrees_with_the_provider_rules_on_any_message_order(events, destination, rnd):
+    """The self-check reads canonical messages the way the converters write them; on raw histories,
+    shuffled or not, it accepts exactly what the converted payload's rules accept."""
+    history = _build(events)
+    assume(any(m.role not in ("system", "developer") for m in history))  # a plan holds its request
+    if rnd.random() < 0.5:
+        rnd.shuffle(history)
+    expected = destination_problem(destination, tuple(history)) is None
+    assert (structure_problem(tuple(history), destination) is None) == expected

@@ -16,18 +16,25 @@ messages becomes one turn; Chat: a second calling turn before the results joins 
 is the first turn: a cut (or a receipt) can leave an assistant message first, and the repair inserts one
 short synthetic user message before it, with an id derived from the message it precedes, so the same plan
 always gets the same bytes (cache-stable). A repair only adds or joins, never drops; each leaves a
-diagnostic code. The self-check then converts the plan with the destination's own converter and checks
-the rules above on the result.
+diagnostic code. The self-check then reads the plan as the destination's converter writes it and checks
+the rules above.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Final
 
-from ds4_context_core._history._model import CanonicalMessage, MessageFlags, Provenance, TextBlock
-from ds4_context_core._interop._anthropic import to_anthropic_messages
-from ds4_context_core._interop._openai import to_openai_chat, to_openai_responses
+from ds4_context_core._history._model import (
+    CanonicalMessage,
+    MessageFlags,
+    OpaqueProviderBlock,
+    Provenance,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 
 from ._common import hash16
 from ._decisions import FallbackError, PlanInputs
@@ -109,70 +116,98 @@ def repair_structure(inputs: PlanInputs, emitted: Emitted, destination: str | No
         inputs.diagnostics.append(first_user_diagnostic())
 
 
-# ------------------------------------------------------------------ the rules, on the converted payload
+# ------------------------------------------------------------------ the rules, on the plan as converted
 
+# The checks below read the canonical plan the way each converter writes it (``_interop``), in one pass
+# over the blocks: converting the plan only to look at it cost ten times the plan itself on long plans.
+# The property tests check the same rules on the real conversion, so the two cannot drift apart.
 
-def _parts(content: Any) -> list[Any]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return list(content) if isinstance(content, list) else []
-
-
-def _of_type(parts: list[Any], kind: str, key: str) -> list[Any]:
-    return [p.get(key) for p in parts if isinstance(p, dict) and p.get("type") == kind]
+_SKIPPED: Final = (ThinkingBlock, OpaqueProviderBlock)
 
 
 def _anthropic_problem(messages: Sequence[CanonicalMessage]) -> str | None:
-    turns: list[Any] = list(to_anthropic_messages(messages)["messages"])
-    if turns and turns[0].get("role") != "user":
-        return "the first turn is not from the user"
-    for number, turn in enumerate(turns):
-        role, parts = turn.get("role"), _parts(turn.get("content"))
-        if number and turns[number - 1].get("role") == role:
-            return "two consecutive turns of one role"
-        uses, results = _of_type(parts, "tool_use", "id"), _of_type(parts, "tool_result", "tool_use_id")
-        if (uses and role != "assistant") or (results and role != "user"):
-            return "a tool block in a turn of the wrong role"
-        if results:
-            if any(not isinstance(p, dict) or p.get("type") != "tool_result" for p in parts[: len(results)]):
-                return "a tool result after other content"
-            before = _parts(turns[number - 1].get("content")) if number else []
-            if not set(results) <= set(_of_type(before, "tool_use", "id")):
-                return "a tool result not right after its call"
-        if uses:
-            after = turns[number + 1] if number + 1 < len(turns) else None
-            answered = _of_type(_parts(after.get("content")), "tool_result", "tool_use_id") if after else []
-            if not set(uses) <= set(answered):
+    """Anthropic: system messages are lifted out, tool messages are user turns, and every run of one
+    role is one turn with its tool results first."""
+    role: str | None = None  # of the turn being read
+    calls: set[str] = set()  # tool_use ids of the turn being read (assistant) or the one before (user)
+    answered: set[str] = set()
+    for message in messages:
+        if message.role in _SYSTEM_ROLES or not message.blocks:
+            continue
+        side = "assistant" if message.role == "assistant" else "user"
+        if side != role:
+            if role is None and side != "user":
+                return "the first turn is not from the user"
+            if role == "user" and not calls <= answered:
                 return "a tool call whose result is not in the next turn"
+            if side == "user":
+                answered = set()
+            else:
+                calls = set()
+            role = side
+        other = False
+        for block in message.blocks:
+            kind = type(block)
+            if kind is ToolCallBlock:
+                if side != "assistant":
+                    return "a tool block in a turn of the wrong role"
+                calls.add(block.id)  # type: ignore[union-attr]
+            elif kind is ToolResultBlock:
+                if side != "user":
+                    return "a tool block in a turn of the wrong role"
+                if block.tool_call_id not in calls:  # type: ignore[union-attr]
+                    return "a tool result not right after its call"
+                if other and message.role != "tool":
+                    return "a tool result after other content"
+                answered.add(block.tool_call_id)  # type: ignore[union-attr]
+            else:
+                other = True
+    if role == "assistant" and calls:
+        return "a tool call whose result is not in the next turn"
+    if role == "user" and not calls <= answered:
+        return "a tool call whose result is not in the next turn"
     return None
 
 
 def _chat_problem(messages: Sequence[CanonicalMessage]) -> str | None:
-    pending: set[Any] = set()
-    for entry in to_openai_chat(messages):
-        message: dict[str, Any] = dict(entry)
-        if message.get("role") == "tool":
-            if message.get("tool_call_id") not in pending:
+    """Chat: one ``tool`` message per result, written before the rest of its message; an assistant
+    message right after a calling one (before its results) joins it."""
+    pending: set[str] = set()
+    joinable = False  # the last message written was an assistant message with calls
+    for message in messages:
+        results = [b for b in message.blocks if type(b) is ToolResultBlock]
+        for result in results:
+            if result.tool_call_id not in pending:
                 return "a tool message not right after the message that called it"
-            pending.discard(message.get("tool_call_id"))
+            pending.discard(result.tool_call_id)
+            joinable = False
+        if message.role == "tool" or not any(
+            type(b) not in (*_SKIPPED, ToolResultBlock) for b in message.blocks
+        ):
+            continue
+        calls = {b.id for b in message.blocks if type(b) is ToolCallBlock}
+        if message.role == "assistant" and joinable:
+            pending |= calls
             continue
         if pending:
             return "a message between a tool call and its tool message"
-        pending = {call.get("id") for call in message.get("tool_calls") or ()}
+        pending = calls if message.role == "assistant" else set()
+        joinable = bool(pending)
     return "a tool call without its tool message" if pending else None
 
 
 def _responses_problem(messages: Sequence[CanonicalMessage]) -> str | None:
-    called: set[Any] = set()
-    answered: set[Any] = set()
-    for entry in to_openai_responses(messages):
-        item: dict[str, Any] = dict(entry)
-        if item.get("type") == "function_call":
-            called.add(item.get("call_id"))
-        elif item.get("type") == "function_call_output":
-            if item.get("call_id") not in called or item.get("call_id") in answered:
-                return "a tool output without an earlier call"
-            answered.add(item.get("call_id"))
+    """Responses: a message's outputs, then its content, then its calls, each an item of its own."""
+    called: set[str] = set()
+    answered: set[str] = set()
+    for message in messages:
+        for block in message.blocks:
+            if type(block) is ToolResultBlock:
+                call_id = block.tool_call_id
+                if call_id not in called or call_id in answered:
+                    return "a tool output without an earlier call"
+                answered.add(call_id)
+        called.update(b.id for b in message.blocks if type(b) is ToolCallBlock)
     return None if answered == called else "a tool call without its output"
 
 
@@ -190,5 +225,5 @@ def structure_problem(messages: Sequence[CanonicalMessage], destination: str | N
         return None
     try:
         return check(messages)
-    except Exception as error:  # a block the converter cannot write: the plan cannot be sent as it is
-        return f"the plan does not convert ({type(error).__name__})"
+    except Exception as error:  # a message whose fields are not what its type says
+        return f"the plan cannot be checked ({type(error).__name__})"
