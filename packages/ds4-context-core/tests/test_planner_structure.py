@@ -1,6 +1,7 @@
 """Plans obey the structural rules of the wire format the host names (``destination=``)."""
 
 import ds4_context_core as core
+from ds4_context_core.interop import to_anthropic_messages, to_openai_chat
 from ds4_context_core.planner import (
     PLAN_DIAGNOSTIC_CODES,
     PLAN_FALLBACK_CODES,
@@ -70,3 +71,114 @@ def test_the_planner_carries_the_destination_and_an_unknown_one_is_a_clear_code(
     assert "destination-invalid" in PLAN_FALLBACK_CODES
     assert "structure-repair" in PLAN_INCLUSION_REASONS
     assert "structure-first-user-inserted" in PLAN_DIAGNOSTIC_CODES
+
+
+def _tool(i, role, *blocks):
+    return core.CanonicalMessage(
+        id=f"s:{i}",
+        source_entry_id=str(i),
+        role=role,
+        blocks=blocks,
+        provenance=core.Provenance(source="runtime-session", session_id="s", entry_id=str(i), runtime_id="r"),
+    )
+
+
+def _interrupted():
+    """A call, a user message written before its result arrived, the result, then the request."""
+    return [
+        _message(0, "user", "look at a.py"),
+        _tool(1, "assistant", core.ToolCallBlock(id="c1", name="read", arguments={"path": "a.py"})),
+        _message(2, "user", "and b.py too"),
+        _tool(3, "tool", core.ToolResultBlock(tool_call_id="c1", tool_name="read", content="x = 1")),
+        _message(4, "user", "so?"),
+    ]
+
+
+def test_a_result_written_after_a_user_message_is_sent_right_after_its_call_in_every_format():
+    history = _interrupted()
+    for destination in ("anthropic", "openai-chat", "openai-responses"):
+        plan = plan_context(history, model=MODEL, destination=destination)
+        assert plan.ok
+        assert [m.id for m in plan.messages] == ["s:0", "s:1", "s:3", "s:2", "s:4"]
+    chat = to_openai_chat(plan.messages)
+    assert [m["role"] for m in chat] == ["user", "assistant", "tool", "user", "user"]
+    turns = to_anthropic_messages(plan.messages)["messages"]
+    # Anthropic's turns alternate: the result and both user texts join one user turn, results first
+    assert [t["role"] for t in turns] == ["user", "assistant", "user"]
+    assert [p["type"] for p in turns[2]["content"]] == ["tool_result", "text", "text"]
+    assert [p.get("text") for p in turns[2]["content"][1:]] == ["and b.py too", "so?"]
+
+
+def test_two_calling_turns_answered_by_one_message_join_into_one_chat_message():
+    history = [
+        _message(0, "user", "read both"),
+        _tool(
+            1,
+            "assistant",
+            core.TextBlock(text="first"),
+            core.ToolCallBlock(id="a", name="read", arguments={}),
+        ),
+        _tool(
+            2,
+            "assistant",
+            core.TextBlock(text="second"),
+            core.ToolCallBlock(id="b", name="read", arguments={}),
+        ),
+        _tool(
+            3,
+            "tool",
+            core.ToolResultBlock(tool_call_id="a", tool_name="read", content="A"),
+            core.ToolResultBlock(tool_call_id="b", tool_name="read", content="B"),
+        ),
+        _message(4, "user", "thanks"),
+    ]
+    plan = plan_context(history, model=MODEL, destination="openai-chat")
+    assert plan.ok
+    assert plan.messages == tuple(history)
+    chat = to_openai_chat(plan.messages)
+    assert [m["role"] for m in chat] == ["user", "assistant", "tool", "tool", "user"]
+    assert [c["id"] for c in chat[1]["tool_calls"]] == ["a", "b"]
+    assert chat[1]["content"] == [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]
+
+
+def test_a_fitted_fallback_obeys_the_destination_too():
+    history = _chat(size=650)
+    pins = [m.id for m in history[:200]]  # far more than the pins' share of the hard limit
+    plain = plan_context(history, model=MODEL, pins=pins)
+    assert "pins-exceed-cap" in plain.manifest.diagnostics[-1].detail  # the fallback this test is about
+    assert plain.messages[0].role == "assistant"
+    plan = plan_context(history, model=MODEL, pins=pins, destination="anthropic")
+    codes = [d.code for d in plan.manifest.diagnostics]
+    assert "fallback-fitted" in codes
+    assert "structure-first-user-inserted" in codes
+    assert plan.messages[0].role == "user"
+    assert plan.messages[0].flags.synthetic
+    assert plan.messages[1:] == plain.messages
+    assert plan.items[0].reason == "structure-repair"
+    assert plan.budget.total_tokens == sum(item.tokens for item in plan.items)
+    assert plan.budget.total_tokens <= plan.budget.hard_limit
+
+
+def test_the_native_fallback_sends_each_tool_unit_as_one_run():
+    history = _interrupted()
+    history[2] = _message(2, "user", "z" * 40_000)  # pinned, it passes the pins' share: a fallback
+    for destination in ("openai-chat", None):
+        plan = plan_context(history, model=MODEL, pins=["s:2"], destination=destination)
+        assert (plan.fallback.mode, plan.fallback.code) == ("native", "pins-exceed-cap")
+        assert [m.id for m in plan.messages] == ["s:0", "s:1", "s:3", "s:2", "s:4"]
+
+
+def test_a_shape_the_destination_cannot_carry_is_caught_by_the_self_check_and_nothing_is_sent():
+    history = [
+        _tool(
+            0, "user", core.TextBlock(text="run it"), core.ToolCallBlock(id="u", name="bash", arguments={})
+        ),
+        _tool(1, "tool", core.ToolResultBlock(tool_call_id="u", tool_name="bash", content="ok")),
+        _message(2, "user", "and?"),
+    ]
+    assert plan_context(history, model=MODEL).ok  # no destination named: nothing to check against
+    plan = plan_context(history, model=MODEL, destination="anthropic")  # tool_use in a user turn
+    assert plan.messages == ()
+    assert plan.fallback.mode == "blocked"
+    assert plan.fallback.code == "plan-validation-failed"
+    assert "anthropic" in plan.fallback.detail

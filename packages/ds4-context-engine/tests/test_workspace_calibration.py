@@ -110,9 +110,9 @@ def uncalibrated_plan(workspace):
     return plan_context(workspace.context.messages, model=MODEL, calibration_ratio=1.0)
 
 
-def prior_plan(workspace):
+def prior_plan(workspace, fixed_tokens=0):
     """Core's default plan: without a ratio from usage, the provider family's prior."""
-    return plan_context(workspace.context.messages, model=MODEL)
+    return plan_context(workspace.context.messages, model=MODEL, fixed_tokens=fixed_tokens)
 
 
 def test_usage_at_1_3_times_the_estimate_calibrates_to_1_3_and_shrinks_the_plan(tmp_path):
@@ -235,9 +235,10 @@ def test_too_few_samples_plan_with_the_prior(tmp_path):
     with open_workspace(path, tmp_path / "state" / "derived.sqlite3") as workspace:
         plan = workspace.plan()
         calibration = workspace.calibration()
-        baseline = prior_plan(workspace)
+        baseline = prior_plan(workspace, fixed_tokens=plan.budget.fixed_tokens)
     assert calibration is not None
     assert (calibration.status, calibration.samples) == ("insufficient-samples", 3)
+    assert plan.budget.fixed_tokens > 0  # measured from the usage, with the prior
     assert plan.budget == baseline.budget
     assert plan.budget.calibration_source == "prior"
 
@@ -411,3 +412,36 @@ def test_older_pi_usage_without_total_tokens_calibrates(tmp_path):
     assert "token-calibration-sample-invalid" not in scan.skipped
     assert calibration.median_ratio == pytest.approx(1.3, abs=0.005)
     assert (plan.budget.calibration_ratio, plan.budget.calibration_source) == (calibration.ratio, "usage")
+
+
+def test_the_system_prompt_and_tools_are_budgeted_from_the_usage_the_session_recorded(tmp_path):
+    path = write_session(tmp_path, "overhead")
+    with open_workspace(path, tmp_path / "state" / "derived.sqlite3") as workspace:
+        plan = workspace.plan()
+        manifest = context_manifest(workspace)
+        ratio = plan.budget.calibration_ratio
+        largest_request = sum(map(fast_chars_v1, workspace.context.messages))
+        workspace.fixed_tokens = 0  # a host that says its requests carry nothing else
+        unbudgeted = workspace.plan()
+        unbudgeted_source = workspace.fixed_tokens_source
+        workspace.fixed_tokens = 1_234
+        explicit = context_manifest(workspace)
+    # measured in the planner's units: what the provider counted beyond the history, over the ratio the
+    # plan uses (1.35: the usage's 1.3 stepped up, so the history's share is counted a little high)
+    low = (SYSTEM_AND_TOOLS - (ratio - 1.3) * largest_request) / ratio
+    assert low <= plan.budget.fixed_tokens < SYSTEM_AND_TOOLS / ratio + 256
+    assert (manifest.fixed_tokens, manifest.fixed_tokens_source) == (plan.budget.fixed_tokens, "usage")
+    assert plan.manifest.planned_tokens == plan.budget.total_tokens <= plan.budget.hard_limit
+    # the real request (history in the provider's tokens plus what Pi adds) leaves the output reserve
+    real = ratio * (plan.budget.total_tokens - plan.budget.fixed_tokens) + SYSTEM_AND_TOOLS
+    assert real <= MODEL.context_window - plan.budget.output_reserve
+    assert (unbudgeted.budget.fixed_tokens, unbudgeted_source) == (0, "explicit")
+    assert unbudgeted.budget.total_tokens == plan.budget.total_tokens - plan.budget.fixed_tokens
+    assert (explicit.fixed_tokens, explicit.fixed_tokens_source) == (1_234, "explicit")
+
+
+def test_a_session_without_usage_budgets_no_overhead_and_says_so(tmp_path):
+    path = write_session(tmp_path, "no-usage", usage=lambda index, actual: None)
+    with open_workspace(path, tmp_path / "state" / "derived.sqlite3") as workspace:
+        manifest = context_manifest(workspace)
+    assert (manifest.fixed_tokens, manifest.fixed_tokens_source) == (0, "none")

@@ -2,7 +2,8 @@
 
 A user turn's ``tool_result`` blocks become one canonical ``tool`` message placed before the rest of the
 turn; export joins them back into one user turn with the results first, as Anthropic requires, and
-joins consecutive tool messages so a parallel batch's results always travel together. ``cache_control``
+joins every run of messages of one role into one turn (Anthropic's turns alternate), so a parallel
+batch's results always travel together and nothing is dropped. ``cache_control``
 markers are transport hints and are not kept: the host sets cache points when it sends.
 """
 
@@ -259,7 +260,6 @@ def to_anthropic_messages(messages: Iterable[CanonicalMessage], *, strict: bool 
     system_parts: list[dict[str, Any]] = []
     system_as_parts = False
     out: list[dict[str, Any]] = []
-    join_next = False
     for message in messages:
         fields = fields_of(message, ANTHROPIC)
         as_parts = bool(fields.pop(PARTS_MARK, False))
@@ -281,25 +281,25 @@ def to_anthropic_messages(messages: Iterable[CanonicalMessage], *, strict: bool 
         role = "assistant" if message.role == "assistant" else "user"
         is_results = message.role == "tool"
         previous = out[-1] if out else None
-        if (
-            previous is not None
-            and previous["role"] == "user"
-            and role == "user"
-            and (join_next or is_results)
-        ):
+        if previous is not None and previous["role"] == role:
+            # Anthropic turns alternate: a message of the same role as the one before joins it (a user
+            # turn after tool results, parallel results, a second assistant turn), never dropped.
             previous_content = previous["content"]
             if isinstance(previous_content, str):
                 previous_content = [{"type": "text", "text": previous_content}]
-            previous["content"] = previous_content + parts
+            if is_results:  # results go first in a user turn, after any results already there
+                lead = 0
+                while lead < len(previous_content) and previous_content[lead].get("type") == "tool_result":
+                    lead += 1
+                previous["content"] = [*previous_content[:lead], *parts, *previous_content[lead:]]
+            else:
+                previous["content"] = previous_content + parts
             previous.update(fields)
         else:
             simple = not as_parts and len(parts) == 1 and parts[0].get("type") == "text" and not is_results
             entry: dict[str, Any] = {"role": role, "content": parts[0]["text"] if simple else parts}
             entry.update(fields)
             out.append(entry)
-        # A user turn right after tool results joins them: the original split one turn in two, and for
-        # histories from other formats one user turn per assistant turn is what Anthropic expects.
-        join_next = is_results
     payload: dict[str, Any] = {}
     if system_parts:
         # An opaque part kept from the input may have no "type" at all.

@@ -214,6 +214,30 @@ def _chat_content(
     return parts
 
 
+def _as_parts(content: Any) -> list[Any]:
+    if content is None or content == "":
+        return []
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _joined_assistant(out: list[dict[str, Any]], entry: dict[str, Any]) -> bool:
+    """Whether assistant ``entry`` joined the message before it (its calls and content appended, texts
+    as parts, each kept exactly). Chat wants the tool messages right after the message that made the
+    calls: a second assistant turn before them (one result message answers both) joins the first."""
+    previous = out[-1] if out else None
+    if previous is None or previous["role"] != "assistant" or not previous.get("tool_calls"):
+        return False
+    previous["tool_calls"] = [*previous["tool_calls"], *entry.pop("tool_calls", [])]
+    before, after = previous.get("content"), entry.pop("content", None)
+    if after is not None and after != "":
+        previous["content"] = (
+            after if before is None or before == "" else [*_as_parts(before), *_as_parts(after)]
+        )
+    entry.pop("role")
+    previous.update(entry)
+    return True
+
+
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
@@ -288,6 +312,8 @@ def to_openai_chat(
             entry = {"role": "assistant", "content": content if (content or as_parts or has_text) else None}
             if tool_calls:
                 entry["tool_calls"] = tool_calls
+            if _joined_assistant(out, entry):
+                continue
         else:
             role = "developer" if message.provenance.original_role == "developer" else message.role
             entry = {

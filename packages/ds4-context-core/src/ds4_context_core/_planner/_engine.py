@@ -28,7 +28,7 @@ from ds4_context_core.config import Ds4ContextConfig, load_config
 from ._budget import BudgetError, compute_budget
 from ._decisions import Decisions, FallbackError, PlanInputs
 from ._emit import Emitted, emit
-from ._fallback import fallback_plan
+from ._fallback import empty_budget, fallback_plan
 from ._index import HistoryIndex, HistoryIndexError, MessageSanitizer, TokenEstimator, sync_index
 from ._mandatory import select_mandatory
 from ._manifest import build_manifest, record_exclusions
@@ -86,6 +86,7 @@ def plan_context(
     use_estimator: TokenEstimator = estimator if estimator is not None else fast_chars_v1
     index: HistoryIndex | None = None
     messages: tuple[Any, ...] = ()
+    wire: str | None = None
     try:
         messages = _as_messages(history)
         wire = check_destination(destination)
@@ -141,17 +142,35 @@ def plan_context(
         state=state,
         diagnostics=diagnostics,
         budget=_budget_or_none(model, fixed_tokens, resolved, calibration_ratio),
+        destination=wire,
     )
 
 
 def _budget_or_none(
     model: object, fixed_tokens: object, config: Ds4ContextConfig, calibration_ratio: float | None
 ) -> PlanBudget | None:
-    """The call's budget for a fallback to fit, or ``None`` when it cannot be computed."""
-    try:
-        return compute_budget(model, fixed_tokens, config.budget, config.planner, calibration_ratio)
-    except Exception:  # BudgetError, or an argument compute_budget cannot even look at
+    """The call's budget for a fallback to fit, or ``None`` when it cannot be computed.
+
+    Unusable fixed tokens are fitted as zero (the window is still known); a window that leaves no room
+    (0, 1, 100, a reserve above it) gets a budget whose hard limit is 0, so that nothing is sent.
+    """
+    for fixed in (fixed_tokens, 0):
+        try:
+            return compute_budget(model, fixed, config.budget, config.planner, calibration_ratio)
+        except BudgetError as problem:
+            if problem.code in ("window-invalid", "window-too-small"):
+                return _no_room(model)
+        except Exception:  # an argument compute_budget cannot even look at
+            return None
+    return None
+
+
+def _no_room(model: object) -> PlanBudget | None:
+    """A budget that fits nothing, for a model whose window is a known int; else ``None``."""
+    window = model.context_window if isinstance(model, ModelDescriptor) else None
+    if type(window) is not int:
         return None
+    return empty_budget(model, 0)
 
 
 def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:

@@ -20,6 +20,7 @@ from ._index import HistoryIndex, index_tool_units
 from ._manifest import MAX_DIAGNOSTICS
 from ._plan import ContextPlan
 from ._state import PlanState
+from ._structure import first_user_diagnostic, insert_first_user, omitted_note, structure_problem
 from ._types import (
     FALLBACK_MODE_BLOCKED,
     FALLBACK_MODE_NATIVE,
@@ -35,7 +36,7 @@ from ._types import (
 from ._validate import atomicity_problem
 
 
-def _empty_budget(model: object, fixed_tokens: object) -> PlanBudget:
+def empty_budget(model: object, fixed_tokens: object) -> PlanBudget:
     window = model.context_window if isinstance(model, ModelDescriptor) else 0
     fixed = fixed_tokens if type(fixed_tokens) is int else 0
     return PlanBudget(
@@ -65,26 +66,30 @@ def _safe_as_is(messages: tuple[Any, ...]) -> bool:
 
 
 def _native_from_index(index: HistoryIndex) -> tuple[list[CanonicalMessage], list[PlanItem]]:
-    """Every message of a complete tool unit or none, with the index's estimates."""
+    """Every message of a complete tool unit or none, with the index's estimates, each unit as one run
+    (a message written between a call and its results follows them), as every provider wants it."""
     out: list[CanonicalMessage] = []
     items: list[PlanItem] = []
-    for position, message in enumerate(index.view):
-        root = index.unit_of(position)
-        if root in index.incomplete:
-            continue
-        out.append(message)
-        items.append(
-            PlanItem(
-                message_id=message.id,
-                kind="message",
-                reason="native-fallback",
-                tokens=index.token(position),
-                priority=PRIORITY_RECENT_TURN,
-                original_index=position,
-                group_id=index.group_id(root),
-                turn_id=index.turn_id(position),
+    view = index.view
+    for root in range(len(view)):
+        if index.unit_of(root) != root or root in index.incomplete:
+            continue  # a later member of a unit (sent with its root) or a unit that cannot be sent
+        group_id = index.group_id(root)
+        for position in index.unit_members(root):
+            message = view[position]
+            out.append(message)
+            items.append(
+                PlanItem(
+                    message_id=message.id,
+                    kind="message",
+                    reason="native-fallback",
+                    tokens=index.token(position),
+                    priority=PRIORITY_RECENT_TURN,
+                    original_index=position,
+                    group_id=group_id,
+                    turn_id=index.turn_id(position),
+                )
             )
-        )
     return out, items
 
 
@@ -140,15 +145,19 @@ def _current_request(out: list[CanonicalMessage]) -> int:
 
 
 def _fit(
-    index: HistoryIndex | None, out: list[CanonicalMessage], items: list[PlanItem], budget: PlanBudget
+    index: HistoryIndex | None,
+    out: list[CanonicalMessage],
+    items: list[PlanItem],
+    budget: PlanBudget,
+    spare: int = 0,
 ) -> int:
-    """Where the newest whole tool units that fit the hard limit start in ``out``: 0 when all of it
-    fits, ``len(out)`` when not even the newest unit does."""
+    """Where the newest whole tool units that fit the hard limit (less ``spare``) start in ``out``: 0
+    when all of it fits, ``len(out)`` when not even the newest unit does."""
     sizes = _sizes(index, out, items)
     if sizes is None:
         return len(out)
     tokens, roots = sizes
-    room = budget.hard_limit - budget.fixed_tokens
+    room = budget.hard_limit - budget.fixed_tokens - spare
     if sum(tokens) <= room:
         return 0
     total = 0
@@ -170,23 +179,24 @@ def _fitted(
     items: list[PlanItem],
     *,
     start: int,
+    kept: list[PlanItem],
     budget: PlanBudget,
     diagnostics: list[PlanDiagnostic],
     history_messages: int,
 ) -> tuple[PlanManifest, PlanBudget]:
-    """Manifest and budget of the newest ``out[start:]``, sent as an ordinary plan with a warning."""
-    kept = items[start:]
+    """Manifest and budget of the newest ``out[start:]`` (sent as ``kept``, with any structure repair),
+    as an ordinary plan with a warning."""
     native = budget.fixed_tokens + sum(item.tokens for item in items)
     history_tokens = sum(item.tokens for item in kept)
     planned = budget.fixed_tokens + history_tokens
     warning = PlanDiagnostic(
         code="fallback-fitted",
-        detail=f"{failure.code}: the newest {len(kept)} of {len(items)} messages fit the hard limit",
+        detail=f"{failure.code}: the newest {len(items) - start} of {len(items)} messages fit the hard limit",
     )
     left_out = PlanExclusion(
         reason="before-cut",
         count=start,
-        tokens=native - planned,
+        tokens=sum(item.tokens for item in items[:start]),
         first_message_id=out[0].id,
         last_message_id=out[start - 1].id,
     )
@@ -206,6 +216,23 @@ def _fitted(
     return manifest, fitted_budget
 
 
+def _repaired(
+    out: list[CanonicalMessage],
+    items: list[PlanItem],
+    destination: str | None,
+    diagnostics: list[PlanDiagnostic],
+) -> bool:
+    """Whether ``out``, after the first-user repair (in place), is what ``destination`` accepts."""
+    if insert_first_user(out, items, destination, fast_chars_v1):
+        diagnostics.append(first_user_diagnostic())
+    return structure_problem(out, destination) is None
+
+
+def _unsendable(failure: FallbackError, destination: str | None) -> FallbackError:
+    detail = f"the {destination} format cannot carry the native context ({failure.detail})"
+    return FallbackError(failure.code, detail, FALLBACK_MODE_BLOCKED)
+
+
 def fallback_plan(
     failure: FallbackError,
     index: HistoryIndex | None,
@@ -216,9 +243,10 @@ def fallback_plan(
     state: PlanState | None,
     diagnostics: list[PlanDiagnostic],
     budget: PlanBudget | None = None,
+    destination: str | None = None,
 ) -> ContextPlan:
     """The plan to send when no normal plan can be built (``failure`` says why); ``budget`` is the
-    call's budget when it could be computed."""
+    call's budget when it could be computed; ``destination`` the wire format whose rules it obeys."""
     out: list[CanonicalMessage] = []
     items: list[PlanItem] = []
     native = failure.mode == FALLBACK_MODE_NATIVE
@@ -238,8 +266,10 @@ def fallback_plan(
         if index is not None
         else {m.id: i for i, m in enumerate(source) if type(m.id) is str}  # restore looks up str ids
     )
+    # An Anthropic plan may need a user note first: room for it is kept when fitting.
+    spare = fast_chars_v1(omitted_note(out[-1])) if out and destination == "anthropic" else 0
     if budget is not None and failure.mode == FALLBACK_MODE_NATIVE:
-        start = _fit(index, out, items, budget)
+        start = _fit(index, out, items, budget, spare)
         if 0 < start < len(out) and start > _current_request(out):
             start = len(out)  # a fitted plan without the request it answers is no plan
         if start >= len(out) and (out or budget.fixed_tokens > budget.hard_limit):
@@ -248,28 +278,37 @@ def fallback_plan(
             )
             out, items = [], []
         elif start > 0:
-            manifest, fitted = _fitted(
-                failure,
-                out,
-                items,
-                start=start,
-                budget=budget,
-                diagnostics=diagnostics,
-                history_messages=len(messages),
-            )
-            return ContextPlan(
-                messages=tuple(out[start:]),
-                items=tuple(items[start:]),
-                budget=fitted,
-                manifest=manifest,
-                state=kept_state,
-                _source=source,
-                _positions=positions,
-            )
+            kept_out, kept_items = out[start:], items[start:]
+            if not _repaired(kept_out, kept_items, destination, diagnostics):
+                failure = _unsendable(failure, destination)
+                out, items = [], []
+            else:
+                manifest, fitted = _fitted(
+                    failure,
+                    out,
+                    items,
+                    start=start,
+                    kept=kept_items,
+                    budget=budget,
+                    diagnostics=diagnostics,
+                    history_messages=len(messages),
+                )
+                return ContextPlan(
+                    messages=tuple(kept_out),
+                    items=tuple(kept_items),
+                    budget=fitted,
+                    manifest=manifest,
+                    state=kept_state,
+                    _source=source,
+                    _positions=positions,
+                )
+    if out and not _repaired(out, items, destination, diagnostics):
+        failure = _unsendable(failure, destination)
+        out, items = [], []
     history_tokens = sum(item.tokens for item in items)
     fixed = fixed_tokens if type(fixed_tokens) is int and fixed_tokens >= 0 else 0
     empty = msgspec.structs.replace(
-        _empty_budget(model, fixed_tokens), history_tokens=history_tokens, total_tokens=fixed + history_tokens
+        empty_budget(model, fixed_tokens), history_tokens=history_tokens, total_tokens=fixed + history_tokens
     )
     manifest = PlanManifest(
         contract_version=PLAN_CONTRACT_VERSION,

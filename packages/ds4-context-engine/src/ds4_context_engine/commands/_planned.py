@@ -81,6 +81,8 @@ def context_manifest(workspace: ContextWorkspace) -> ManifestResult:
         receipts=len(manifest.receipts),
         fallback=None if manifest.fallback is None else f"{manifest.fallback.mode}:{manifest.fallback.code}",
         manifest=msgspec.to_builtins(manifest),
+        fixed_tokens=plan.budget.fixed_tokens,
+        fixed_tokens_source=workspace.fixed_tokens_source,
     )
 
 

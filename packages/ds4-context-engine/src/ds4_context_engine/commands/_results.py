@@ -156,6 +156,10 @@ class ManifestResult(_Result, frozen=True):
     receipts: int
     fallback: str | None
     manifest: dict[str, Any]
+    # the system prompt and tools every request carries, budgeted beside the history, and where the
+    # figure came from: "explicit" (set by the host), "usage" (measured from the session) or "none"
+    fixed_tokens: int = 0
+    fixed_tokens_source: str = "none"
     command: str = "manifest"
 
 

@@ -15,7 +15,7 @@ from ds4_context_core.config import ConfigLoadResult, Ds4ContextConfig, load_con
 from ds4_context_core.planner import ContextPlan, PlanState, SupplementalItem, plan_context
 from ds4_context_core.privacy import PrivacyPolicy
 from ds4_context_core.summaries import SUMMARY_DEFAULT_MAX_CHARS, SummaryOutcome
-from ds4_context_core.tokens import TokenCalibration
+from ds4_context_core.tokens import TokenCalibration, calibration_prior
 from ds4_context_engine._exceptions import CommandError, DerivedStoreError
 from ds4_context_engine.commands._calibrate import (
     CalibrationScan,
@@ -26,6 +26,7 @@ from ds4_context_engine.commands._calibrate import (
 from ds4_context_engine.commands._digest import SettledPlan, cut_messages, settle_cut_supplements
 from ds4_context_engine.commands._digest import task_digest as build_task_digest
 from ds4_context_engine.commands._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut, summary_supplements
+from ds4_context_engine.commands._overhead import usage_overhead
 from ds4_context_engine.commands._retrieval import (
     RETRIEVAL_HITS_DEFAULT,
     retrieval_candidates,
@@ -118,6 +119,10 @@ class ContextWorkspace:
         self._calibration_scan = CalibrationScan()
         self._calibrations: dict[str, TokenCalibration] = {}
         self._published_calibrations: dict[str, TokenCalibration] = {}  # the step hysteresis starts here
+        # the system prompt and tools every request carries: set by a host that knows them (for example
+        # ``request_overhead_tokens``); ``None`` measures them from the usage the session recorded
+        self.fixed_tokens: int | None = None
+        self.fixed_tokens_source = "none"
 
     @classmethod
     def open(
@@ -299,7 +304,8 @@ class ContextWorkspace:
         # the ratio learnt from usage once there are enough samples; before that, the provider family's prior
         ratio = calibration.planner_ratio() if calibration is not None else None
         # every append (pins and memory included) or re-read gives a new session object: a key without hashing
-        key = (descriptor, dry_run, self._session, self.leaf_id, ratio, self._summaries_version)
+        fixed = self._fixed_overhead(descriptor, context, ratio)
+        key = (descriptor, dry_run, self._session, self.leaf_id, ratio, self._summaries_version, fixed)
         if self._plan is not None and self._plan_key == key:
             return self._plan
         pinned = [message.id for message in context.messages if message.flags.pinned]
@@ -320,6 +326,7 @@ class ContextWorkspace:
             return plan_context(
                 context.messages,
                 model=descriptor,
+                fixed_tokens=fixed,
                 config=config,
                 state=state,
                 pins=pinned,
@@ -413,6 +420,16 @@ class ContextWorkspace:
         the span, never raising for what the transport does; ``None`` when there is nothing new.
         """
         return await summarize_cut(self, complete, model=model, timeout_s=timeout_s, max_chars=max_chars)
+
+    def _fixed_overhead(self, descriptor: ModelDescriptor, context: PiContext, ratio: float | None) -> int:
+        """The explicit ``fixed_tokens``, else the overhead measured from the session's usage, else 0."""
+        if self.fixed_tokens is not None:
+            self.fixed_tokens_source = "explicit"
+            return self.fixed_tokens
+        used = ratio if ratio is not None else calibration_prior(descriptor).ratio
+        measured = usage_overhead(self._session, context, descriptor, used)
+        self.fixed_tokens_source = "none" if measured is None else "usage"
+        return measured or 0
 
     def close(self) -> None:
         if self.store is not None:

@@ -52,6 +52,7 @@ from ._types import (
 if TYPE_CHECKING:
     from ._anthropic import (
         ANTHROPIC_API_VERSION,
+        ANTHROPIC_COUNT_TOKENS_PATH,
         ANTHROPIC_DEFAULT_BASE_URL,
         ANTHROPIC_DEFAULT_MAX_TOKENS,
         ANTHROPIC_MAX_CACHE_BREAKPOINTS,
@@ -82,6 +83,8 @@ if TYPE_CHECKING:
         OpenAIResponsesTransport,
         local_provider_transport,
     )
+    from ._overhead import request_overhead_tokens
+    from ._token_count import TOKEN_COUNT_SOURCES, TOKEN_COUNT_WARNING_CODES, TokenCount
     from ._transport import (
         DEFAULT_REQUEST_TIMEOUT_S,
         PROVIDER_RESPONSE_MAX_BYTES,
@@ -92,6 +95,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANTHROPIC_API_VERSION",
+    "ANTHROPIC_COUNT_TOKENS_PATH",
     "ANTHROPIC_DEFAULT_BASE_URL",
     "ANTHROPIC_DEFAULT_MAX_TOKENS",
     "ANTHROPIC_MAX_CACHE_BREAKPOINTS",
@@ -113,6 +117,8 @@ __all__ = [
     "PROVIDER_CONFIGURATION_ERROR_CODES",
     "PROVIDER_RESPONSE_MAX_BYTES",
     "RETIRED_MODEL_ALIASES",
+    "TOKEN_COUNT_SOURCES",
+    "TOKEN_COUNT_WARNING_CODES",
     "TRANSIENT_FAILURE_KINDS",
     "TRANSPORT_IDS",
     "AnthropicMessagesTransport",
@@ -139,6 +145,7 @@ __all__ = [
     "StreamCallback",
     "StreamEvent",
     "TextDelta",
+    "TokenCount",
     "ToolCallDelta",
     "ToolDefinition",
     "TransportCapabilities",
@@ -154,11 +161,13 @@ __all__ = [
     "parse_local_provider",
     "parse_model_reference",
     "parse_retry_after_ms",
+    "request_overhead_tokens",
     "validate_provider_base_url",
 ]
 
 _LAZY_EXPORTS = {
     "ANTHROPIC_API_VERSION": "_anthropic",
+    "ANTHROPIC_COUNT_TOKENS_PATH": "_anthropic",
     "ANTHROPIC_DEFAULT_BASE_URL": "_anthropic",
     "ANTHROPIC_DEFAULT_MAX_TOKENS": "_anthropic",
     "ANTHROPIC_MAX_CACHE_BREAKPOINTS": "_anthropic",
@@ -184,6 +193,10 @@ _LAZY_EXPORTS = {
     "OpenAIChatTransport": "_openai",
     "OpenAIResponsesTransport": "_openai",
     "local_provider_transport": "_openai",
+    "request_overhead_tokens": "_overhead",
+    "TOKEN_COUNT_SOURCES": "_token_count",
+    "TOKEN_COUNT_WARNING_CODES": "_token_count",
+    "TokenCount": "_token_count",
     "DEFAULT_REQUEST_TIMEOUT_S": "_transport",
     "HttpTransport": "_transport",
     "PROVIDER_RESPONSE_MAX_BYTES": "_transport",

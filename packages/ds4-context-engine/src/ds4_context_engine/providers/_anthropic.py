@@ -11,15 +11,17 @@ import msgspec
 from ds4_context_core import CanonicalMessage
 from ds4_context_core.adapter import (
     INTEROP_CONVERTERS,
+    CompletionFailure,
     CompletionRequest,
     CompletionUsage,
     InteropFormat,
     MessageConverter,
 )
-from ds4_context_core.privacy import PrivacyPolicy
+from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy
 
 from ._sse import SseEvent
 from ._streaming import StreamAssembler, StreamEvent, TextDelta, ToolCallDelta, stream_error
+from ._token_count import TokenCount, estimated_count
 from ._transport import (
     DEFAULT_REQUEST_TIMEOUT_S,
     HttpTransport,
@@ -31,6 +33,7 @@ from ._types import CompletionOutput, OutputToolCall
 
 __all__ = [
     "ANTHROPIC_API_VERSION",
+    "ANTHROPIC_COUNT_TOKENS_PATH",
     "ANTHROPIC_DEFAULT_BASE_URL",
     "ANTHROPIC_DEFAULT_MAX_TOKENS",
     "ANTHROPIC_MAX_CACHE_BREAKPOINTS",
@@ -41,6 +44,9 @@ ANTHROPIC_DEFAULT_BASE_URL: Final = "https://api.anthropic.com/v1"
 ANTHROPIC_API_VERSION: Final = "2023-06-01"
 ANTHROPIC_DEFAULT_MAX_TOKENS: Final = 4096
 ANTHROPIC_MAX_CACHE_BREAKPOINTS: Final = 4
+ANTHROPIC_COUNT_TOKENS_PATH: Final = "/messages/count_tokens"
+# What the count-tokens endpoint takes of a Messages payload (it refuses max_tokens, stream, ...).
+_COUNTED_KEYS: Final = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking"})
 _EPHEMERAL: Final = {"type": "ephemeral"}
 
 
@@ -59,6 +65,10 @@ class _Usage(msgspec.Struct):
     output_tokens: int = 0
     cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
+
+
+class _CountResponse(msgspec.Struct):
+    input_tokens: int
 
 
 class _MessageResponse(msgspec.Struct):
@@ -289,6 +299,53 @@ class AnthropicMessagesTransport(HttpTransport):
 
     def stream_assembler(self) -> StreamAssembler:
         return _MessagesStream()
+
+    async def count_tokens(
+        self, request: CompletionRequest, *, calibration_ratio: float | None = None
+    ) -> TokenCount:
+        """``request``'s exact input tokens from ``POST {base_url}/messages/count_tokens``.
+
+        The payload is the one :meth:`complete` would send (same conversion, privacy enforced on it
+        right before sending), without the keys the endpoint refuses. Never raises: a request that does
+        not convert, privacy failing closed, the network, an error status or an answer without an
+        ``input_tokens`` count give the calibrated estimate (``calibration_ratio``, else the model's
+        prior) with a warning code instead.
+        """
+
+        def fallback(code: Any, detail: str) -> TokenCount:
+            return estimated_count(
+                self, request, calibration_ratio=calibration_ratio, warning=code, detail=detail
+            )
+
+        try:
+            if not request.messages:
+                raise ValueError("no canonical messages to count")
+            built = self._wire_payload(request)
+            payload = {key: value for key, value in built.items() if key in _COUNTED_KEYS}
+        except Exception as error:
+            return fallback("token-count-request-invalid", type(error).__name__)
+        try:
+            sanitized = enforce_payload_privacy(payload, provider=self.provider, policy=self._privacy_policy)
+        except Exception as error:
+            return fallback("token-count-privacy-failed", type(error).__name__)
+        prepared = self._prepare(sanitized.payload)
+        if isinstance(prepared, CompletionFailure):
+            return fallback("token-count-request-invalid", prepared.kind)
+        outcome = await self._post(*prepared, path=ANTHROPIC_COUNT_TOKENS_PATH)
+        if isinstance(outcome, CompletionFailure):
+            status = f" {outcome.http_status}" if outcome.http_status else ""
+            code = (
+                "token-count-answer-invalid" if outcome.kind == "invalid-response" else "token-count-failed"
+            )
+            return fallback(code, f"{outcome.kind}{status}")
+        try:
+            counted = msgspec.convert(outcome, _CountResponse).input_tokens
+        except (msgspec.ValidationError, RecursionError):
+            counted = -1
+        if type(counted) is not int or counted < 0:
+            return fallback("token-count-answer-invalid", "no non-negative integer input_tokens")
+        estimate = estimated_count(self, request, calibration_ratio=calibration_ratio)
+        return msgspec.structs.replace(estimate, input_tokens=counted, exact=True, source="count-tokens")
 
     def parse_response(self, body: Any) -> tuple[CompletionOutput, CompletionUsage | None]:
         response = answer_as(body, _MessageResponse)

@@ -321,23 +321,33 @@ class HttpTransport:
             kind="invalid-request", reason=f"the request could not be encoded ({error_name})"
         )
 
-    async def _post(self, headers: httpx.Headers, body: bytes, on_event: StreamCallback | None = None) -> Any:
+    async def _post(
+        self,
+        headers: httpx.Headers,
+        body: bytes,
+        on_event: StreamCallback | None = None,
+        *,
+        path: str | None = None,
+    ) -> Any:
         """The decoded JSON answer or a failure; the whole exchange runs under the ``timeout_s`` deadline.
 
         httpx's own timeout is per network operation: a server that drips a byte now and then never trips
         it. The deadline here is wall-clock time for connecting, sending and reading the whole answer.
         """
         with anyio.move_on_after(self._timeout_s) as scope:
-            outcome = await self._request(headers, body, on_event)
+            outcome = await self._request(headers, body, on_event, path)
         if scope.cancelled_caught:
             return CompletionFailure(kind="timeout", reason=f"no answer within {self._timeout_s:g} s")
         return outcome
 
-    async def _request(self, headers: httpx.Headers, body: bytes, on_event: StreamCallback | None) -> Any:
+    async def _request(
+        self, headers: httpx.Headers, body: bytes, on_event: StreamCallback | None, path: str | None = None
+    ) -> Any:
+        """``path`` (default ``endpoint_path``) names another endpoint of the same API (count tokens)."""
         try:
             async with self._http_client().stream(
                 "POST",
-                self.base_url + self.endpoint_path,
+                self.base_url + (self.endpoint_path if path is None else path),
                 content=body,
                 headers=headers,
                 timeout=self._timeout_s,
