@@ -27,6 +27,7 @@ from ds4_context_core.config import Ds4ContextConfig, load_config
 
 from ._budget import BudgetError, compute_budget
 from ._decisions import Decisions, FallbackError, PlanInputs
+from ._digest_stage import digest_reserve, digest_supplement, place_digest
 from ._emit import Emitted, emit
 from ._fallback import fallback_plan
 from ._index import HistoryIndex, HistoryIndexError, MessageSanitizer, TokenEstimator, sync_index
@@ -163,9 +164,21 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
     assert current is not None  # select_mandatory raised otherwise
     supplements = select_supplements(inputs, decisions, index.view[current])
     jumped = skip_far_history(inputs, decisions)
+    digest = digest_supplement(inputs, decisions)
+    if digest is not None:
+        supplements.insert(0, digest)
     window = open_window(inputs, decisions, mandatory, supplements)
     if window.usage > inputs.budget.soft_limit or jumped:
+        # Room for the digest of the cut this compaction moves, so the next plan still fits.
+        room = max(0, digest_reserve(inputs) - (digest.tokens if digest is not None else 0))
+        window.usage += room
+        cut = decisions.cut
         compact(inputs, decisions, window, mandatory, jumped)
+        window.usage -= room
+        if decisions.cut != cut or digest is None:
+            place_digest(window, digest_supplement(inputs, decisions))
+            if window.usage > inputs.budget.hard_limit:
+                place_digest(window, None)
     if window.usage > inputs.budget.hard_limit:
         raise FallbackError("hard-limit-exceeded", "mandatory items and fixed overhead do not fit")
     tail = decisions.tail_start(window.units, inputs.budget.recent_tail_ceiling)
@@ -198,6 +211,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         compactions=decisions.compactions,
         previous_messages=plan_messages,
         estimator=inputs.estimator,
+        digest=decisions.digest,
     )
     return ContextPlan(
         messages=plan_messages,
