@@ -49,8 +49,8 @@ from ds4_context_core import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from ds4_context_core.planner import ContextPlan, ContextPlanner, PlanState, SupplementalItem, plan_context
 from ds4_context_core.config import PlannerConfig
+from ds4_context_core.planner import ContextPlan, ContextPlanner, PlanState, SupplementalItem, plan_context
 from ds4_context_core.pruning import normalize_tool_name
 from ds4_context_engine.commands import plan_with_cut_supplements, task_digest
 from ds4_context_engine.pi import build_pi_context, read_pi_session
