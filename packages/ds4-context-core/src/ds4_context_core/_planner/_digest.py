@@ -43,6 +43,9 @@ _GOAL: Final = re.compile(r"^#+\s*Goal\s*$(.*?)(?=^#+\s|\Z)", re.MULTILINE | re.
 _PATH_KEYS: Final = ("file_path", "path", "notebook_path", "filename", "file", "target_file")
 _SHELL_KEYS: Final = ("command", "cmd", "script")
 _SEARCH_KEYS: Final = ("pattern", "query", "glob", "regex")
+# Which sections of ``render`` fill the budget first (indices into its list): the host's summary, the
+# files changed, the open errors, the latest instructions, then commands, searches, other calls, reads.
+_PRIORITY: Final = (0, 3, 2, 1, 4, 5, 6, 7)
 
 
 def _fold(text: str, limit: int) -> str:
@@ -231,7 +234,7 @@ class TaskDigestBuilder:
             return [f"{key}: {value}" if value else key for key, value in reversed(store.entries.items())]
 
         read_only = [path for path in keys(self.read) if path not in self.changed.entries]
-        # In priority order: what fills the budget first.
+        # In the order they are shown; ``_PRIORITY`` says which fill the budget first.
         sections = [
             ("Host summary of earlier work", values(self.summaries), self.summaries.forgotten),
             ("Later instructions, newest first", values(self.instructions), self.instructions.forgotten),
@@ -242,30 +245,35 @@ class TaskDigestBuilder:
             ("Other tool calls", keys(self.other), self.other.forgotten),
             ("Files read", read_only, self.read.forgotten),
         ]
-        sections = [section for section in sections if section[1]]
-        if self.request is None and not sections:
+        if self.request is None and not any(entries for _, entries, _ in sections):
             return None
         lines = [TASK_DIGEST_HEADER + " what the earlier messages, no longer shown, established:"]
         if self.request is not None:
             lines.append(f"Original request: {self.request}")
         used = sum(len(line) + 1 for line in lines)
-        taken: list[list[str]] = []
-        for title, entries, _ in sections:
-            used += len(title) + 30  # the title line and its count
+        used += sum(len(title) + 30 for title, entries, _ in sections if entries)  # titles and counts
+        taken: dict[int, list[str]] = {}
+        for number in _PRIORITY:
+            entries = sections[number][1]
             chosen: list[str] = []
             for entry in entries:
                 if used + len(entry) + 3 > max_chars:
                     break
                 chosen.append(entry)
                 used += len(entry) + 3
-            taken.append(chosen)
-        for (title, entries, forgotten), chosen in zip(sections, taken, strict=True):
+            taken[number] = chosen
+        for number, (title, entries, forgotten) in enumerate(sections):
+            if not entries:
+                continue
+            chosen = taken[number]
             left = len(entries) - len(chosen) + forgotten
             if chosen:
                 lines.append(f"{title} ({left} older not shown):" if left else f"{title}:")
                 lines.extend(f"- {entry}" for entry in chosen)
-            elif used + len(title) < max_chars:
+            else:
                 lines.append(f"{title}: {left} not shown")
+        while len(lines) > 2 and sum(len(line) + 1 for line in lines) > max_chars + 1:
+            lines.pop()  # a whole line at a time, should the estimate above have been short
         return "\n".join(lines)
 
 

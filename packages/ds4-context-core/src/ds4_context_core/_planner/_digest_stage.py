@@ -67,18 +67,22 @@ def _render(inputs: PlanInputs, builder: TaskDigestBuilder, limit: int) -> Suppl
     return None
 
 
-def digest_supplement(inputs: PlanInputs, decisions: Decisions) -> Supplement | None:
-    """The digest of the history before ``decisions.cut``, from the state's when the cut has not moved."""
-    limit = digest_reserve(inputs)
+def digest_supplement(inputs: PlanInputs, decisions: Decisions, room: int | None = None) -> Supplement | None:
+    """The digest of the history before ``decisions.cut`` within ``room`` tokens (default: the
+    reserve), from the state's when the cut has not moved and it fits."""
+    limit = digest_reserve(inputs) if room is None else min(room, digest_reserve(inputs))
     cut = decisions.cut
     held = decisions.digest
     if limit <= 0 or cut <= 0:
-        decisions.digest = None
+        if cut <= 0:
+            decisions.digest = None
         return None
     if held is not None and held.cut == cut:
         supplement = held.supplement
         if supplement is None or supplement.tokens <= limit:
             return supplement
+        if held.builder is not None:  # the same facts in fewer whole entries
+            return _render(inputs, held.builder, limit)
     if held is not None and held.builder is not None and held.builder.consumed <= cut:
         builder = copy.deepcopy(held.builder)  # an older state passed again must find its own intact
     else:

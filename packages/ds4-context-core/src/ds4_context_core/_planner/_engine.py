@@ -175,10 +175,11 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         cut = decisions.cut
         compact(inputs, decisions, window, mandatory, jumped)
         window.usage -= room
-        if decisions.cut != cut or digest is None:
-            place_digest(window, digest_supplement(inputs, decisions))
-            if window.usage > inputs.budget.hard_limit:
-                place_digest(window, None)
+        placed = next((s.tokens for s in window.supplements if s is digest), 0)
+        if decisions.cut != cut or not placed:
+            # Whatever room the hard limit leaves, when the compaction had to drop the digest for it.
+            room = inputs.budget.hard_limit - window.usage + placed
+            place_digest(window, digest_supplement(inputs, decisions, room))
     if window.usage > inputs.budget.hard_limit:
         raise FallbackError("hard-limit-exceeded", "mandatory items and fixed overhead do not fit")
     tail = decisions.tail_start(window.units, inputs.budget.recent_tail_ceiling)

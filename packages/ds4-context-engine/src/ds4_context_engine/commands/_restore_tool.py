@@ -78,7 +78,7 @@ def offer_restore_tool(
     settings: dict[str, Any] = (
         config.model_dump()
         if isinstance(config, Ds4ContextConfig)
-        else {key: value for key, value in (config or {}).items()}
+        else dict(config or {})
     )
     pruning = dict(settings.get("pruning") or {})
     pruning["restore_tool"] = name
