@@ -70,7 +70,13 @@ def _render(inputs: PlanInputs, builder: TaskDigestBuilder, limit: int) -> Suppl
 def digest_supplement(inputs: PlanInputs, decisions: Decisions, room: int | None = None) -> Supplement | None:
     """The digest of the history before ``decisions.cut`` within ``room`` tokens (default: the
     reserve), from the state's when the cut has not moved and it fits."""
-    limit = digest_reserve(inputs) if room is None else min(room, digest_reserve(inputs))
+    limit = digest_reserve(inputs)
+    if room is not None:
+        # A smaller room is rounded down to the reserve over a power of two, so that the steps of one
+        # long turn, each with a little less room, still render the same digest (and share a prefix).
+        while limit > room and limit >= 64:
+            limit //= 2
+        limit = min(limit, room)
     cut = decisions.cut
     held = decisions.digest
     if limit <= 0 or cut <= 0:
@@ -81,8 +87,10 @@ def digest_supplement(inputs: PlanInputs, decisions: Decisions, room: int | None
         supplement = held.supplement
         if supplement is None or supplement.tokens <= limit:
             return supplement
-        if held.builder is not None:  # the same facts in fewer whole entries
-            return _render(inputs, held.builder, limit)
+        if held.builder is not None:  # the same facts in fewer whole entries, kept until the cut moves
+            supplement = _render(inputs, held.builder, limit)
+            decisions.digest = DigestState(cut=cut, builder=held.builder, supplement=supplement)
+            return supplement
     if held is not None and held.builder is not None and held.builder.consumed <= cut:
         builder = copy.deepcopy(held.builder)  # an older state passed again must find its own intact
     else:
