@@ -66,7 +66,10 @@ def _receipt(*calls_, restore_tool=None):
 
 
 def test_a_receipt_line_per_tool_kind_carries_what_identifies_the_call_and_its_outcome():
-    log = "collected 3 items\ntests/test_a.py F\nE   KeyError: 'x'\nFAILED tests/test_a.py::t - KeyError\n\nCommand exited with code 1"
+    log = (
+        "collected 3 items\ntests/test_a.py F\nE   KeyError: 'x'\n"
+        "FAILED tests/test_a.py::t - KeyError\n\nCommand exited with code 1"
+    )
     text = _receipt(
         ReceiptCall(
             tool_name="read",
@@ -181,8 +184,10 @@ def test_the_digest_skips_host_commands_and_keeps_requests_files_commands_and_op
 
 def test_the_digest_reads_a_pi_compaction_summary():
     summary = (
-        "Summary of the earlier part of this session (compacted by the host):\n\n## Goal\nPort the CLI to typer.\n"
-        "## Progress\n- done\n<read-files>\nsrc/cli.py\n</read-files>\n<modified-files>\nsrc/cli.py\nsrc/main.py\n</modified-files>"
+        "Summary of the earlier part of this session (compacted by the host):\n\n"
+        "## Goal\nPort the CLI to typer.\n## Progress\n- done\n"
+        "<read-files>\nsrc/cli.py\n</read-files>\n"
+        "<modified-files>\nsrc/cli.py\nsrc/main.py\n</modified-files>"
     )
     history = [
         _message("c0", "user", core.TextBlock(text=summary), original_role="compactionSummary"),
@@ -242,7 +247,8 @@ def test_the_planner_puts_the_digest_first_and_keeps_it_byte_identical_between_c
         assert plan.budget.total_tokens <= plan.budget.hard_limit
         digests = [m for m in plan.messages if m.id == "ds4-supplement:ds4-core-task-digest"]
         if plan.state.dropped_messages:
-            assert digests and plan.messages[0] is digests[0]
+            assert digests
+            assert plan.messages[0] is digests[0]
             text = digests[0].blocks[0].text
             # every file changed before the cut is named in the digest or still in the plan
             sent = {m.id for m in plan.messages}

@@ -18,7 +18,6 @@ from ._planner._digest import (
 )
 from ._planner._digest_stage import TASK_DIGEST_ITEM_ID
 from ._planner._index import call_path, normalize_tool_name
-from ._planner._receipt_text import TOOL_KINDS, tool_kind
 from ._planner._pruning import (
     JUDGE_REASONS,
     PRUNING_GATES,
@@ -34,6 +33,7 @@ from ._planner._pruning import (
     identifying_arguments,
     trim_text,
 )
+from ._planner._receipt_text import TOOL_KINDS, tool_kind
 from .config import PruningConfig
 
 __all__ = [

@@ -76,9 +76,7 @@ def offer_restore_tool(
 ) -> dict[str, Any]:
     """``config`` (as a mapping) with ``pruning.restore_tool`` set, so receipts name ids for the tool."""
     settings: dict[str, Any] = (
-        config.model_dump()
-        if isinstance(config, Ds4ContextConfig)
-        else dict(config or {})
+        config.model_dump() if isinstance(config, Ds4ContextConfig) else dict(config or {})
     )
     pruning = dict(settings.get("pruning") or {})
     pruning["restore_tool"] = name
