@@ -169,16 +169,21 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         supplements.insert(0, digest)
     window = open_window(inputs, decisions, mandatory, supplements)
     if window.usage > inputs.budget.soft_limit or jumped:
-        # Room for the digest of the cut this compaction moves, so the next plan still fits.
-        room = max(0, digest_reserve(inputs) - (digest.tokens if digest is not None else 0))
+        # The compaction works around the digest as around a mandatory item (it is bounded, and a
+        # digest that changed would cost the whole cached prefix), with room for the digest of the cut
+        # it moves, so the next plan still fits.
+        held = digest.tokens if digest is not None else 0
+        room = max(0, digest_reserve(inputs) - held)
+        if digest is not None:
+            window.supplements.remove(digest)
         window.usage += room
         cut = decisions.cut
         compact(inputs, decisions, window, mandatory, jumped)
-        window.usage -= room
-        placed = next((s.tokens for s in window.supplements if s is digest), 0)
-        if decisions.cut != cut or not placed:
-            # Whatever room the hard limit leaves, when the compaction had to drop the digest for it.
-            room = inputs.budget.hard_limit - window.usage + placed
+        window.usage -= room + held
+        if digest is not None and decisions.cut == cut and window.usage + held <= inputs.budget.hard_limit:
+            place_digest(window, digest)
+        else:  # within whatever room the hard limit leaves
+            room = inputs.budget.hard_limit - window.usage
             place_digest(window, digest_supplement(inputs, decisions, room))
     if window.usage > inputs.budget.hard_limit:
         raise FallbackError("hard-limit-exceeded", "mandatory items and fixed overhead do not fit")
