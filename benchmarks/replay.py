@@ -18,7 +18,10 @@ mean shared-prefix ratio between consecutive plans (shared tokens / plan tokens)
 sending everything, and plan time per step.
 
 A Pi session (header ``"type":"session"``; ``fixtures/pi-usage-session.jsonl`` is one) is replayed
-against the usage its assistant messages report; see ``pi_replay.py``.
+against the usage its assistant messages report; see ``pi_replay.py``. ``--task`` checks instead what
+each plan keeps of the task (latest request, modified paths, call identities, recent errors, shared
+prefix, tokens saved; core alone and as the engine plans), for either kind of session; see
+``task_replay.py``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 
 from make_coding_session import generate, read_session
 from pi_replay import replay_pi
+from task_replay import replay_task
 
 from ds4_context_core import CanonicalMessage, ModelDescriptor, ToolCallBlock, ToolResultBlock
 from ds4_context_core.planner import (
@@ -116,7 +120,22 @@ def main() -> None:
         "--fixed-constant", action="store_true", help="Pi sessions: pass --fixed, not the overhead learnt"
     )
     parser.add_argument("--steps", type=Path, default=None, help="Pi sessions: write every step to this CSV")
+    parser.add_argument(
+        "--task", action="store_true", help="check what each plan keeps of the task (see task_replay.py)"
+    )
+    parser.add_argument("--sample", type=int, default=80, help="--task: steps whose text is checked")
+    parser.add_argument("--json", type=Path, default=None, help="--task: also write the table as JSON")
     args = parser.parse_args()
+
+    if args.task:
+        pi = not args.generate and is_pi_session(args.session)
+        if not args.windows or args.windows == parser.get_default("windows"):
+            args.windows = "32000,128000"
+        loaded = (
+            None if pi else (list(generate(args.generate)) if args.generate else read_session(args.session))
+        )
+        replay_task(args, pi=pi, history=loaded)
+        return
 
     if not args.generate and is_pi_session(args.session):
         replay_pi(args)

@@ -114,23 +114,28 @@ def test_small_history_is_sent_whole_in_order_with_metadata():
     assert plan.manifest.saved_tokens == 0
 
 
-def test_orphans_and_incomplete_calls_are_left_out_with_reasons():
+def test_orphans_and_pending_calls_are_left_out_and_interrupted_calls_are_sent_as_interrupted():
     history = [
         user("u1"),
         result("orphan", "never-called"),
         call("a1", "t1", "t2"),
-        result("r1", "t1"),  # t2 never answered: the whole parallel batch is incomplete
+        result("r1", "t1"),  # t2 never answered before the user moved on: an interrupted call
         say("s1"),
         user("u2"),
-        call("a2", "t3"),  # pending at the end
+        call("a2", "t3"),  # pending at the end: may be in flight
     ]
     plan = plan_context(history, model=model())
     assert plan.ok
-    assert [m.id for m in plan.messages] == ["s:u1", "s:s1", "s:u2"]
+    assert [m.id for m in plan.messages] == ["s:u1", "s:a1", "s:r1", "s:s1", "s:u2"]
     assert provider_sees_no_orphan(plan.messages)
+    sent = plan.messages[1]
+    assert sent.tool_call_ids == ("t1",)  # the answered call stays with its result
+    note = " ".join(b.text for b in sent.blocks if isinstance(b, core.TextBlock))
+    assert "was interrupted before it returned a result" in note
+    assert core.restore(plan, "s:a1") == (history[2],)
     reasons = {exclusion.reason: exclusion.message_ids for exclusion in plan.manifest.exclusions}
     assert reasons["tool-result-orphaned"] == ("s:orphan",)
-    assert reasons["tool-call-incomplete"] == ("s:a1", "s:r1", "s:a2")
+    assert reasons["tool-call-incomplete"] == ("s:a2",)
 
 
 def test_result_sent_before_its_call_is_treated_as_orphaned():
@@ -389,8 +394,14 @@ def test_layer2_receipts_replace_read_only_steps_and_restore_them():
     receipt_item = receipts[0]
     text = plan.messages[plan.items.index(receipt_item)].blocks[0].text
     assert text.startswith("[ds4-context receipt]")
-    assert "path=src/" in text
-    assert receipt_item.message_id in text
+    assert "- read src/" in text
+    # without a restore tool the host offers, the receipt names no id the model could not use
+    assert receipt_item.message_id not in text
+    offered = {"pruning": {"head_chars": 100_000, "restore_tool": "ds4_restore"}}
+    again = plan_context(history, model=model(40_000, 4_000), config=offered, calibration_ratio=1.0)
+    offered_item = next(item for item in again.items if item.kind == "receipt")
+    offered_text = again.messages[again.items.index(offered_item)].blocks[0].text
+    assert f'call ds4_restore with id "{offered_item.message_id}"' in offered_text
     originals = restore(plan, receipt_item.message_id)
     assert tuple(m.id for m in originals) == receipt_item.source_ids
     assert all(m in history for m in originals)

@@ -43,7 +43,7 @@ def _assert_trimmed_not_dropped(plan, history, results):
         assert original.id in sent, f"{original.id} was dropped"
         message, item = sent[original.id]
         if item.kind == "trimmed-tool-result":
-            assert f"restorable as {original.id}" in message.blocks[0].content
+            assert "characters trimmed here" in message.blocks[0].content
             assert restore(plan, original.id) == (original,)
     assert any(sent[original.id][1].kind == "trimmed-tool-result" for original in results)
     assert plan.messages[0] is history[0]  # the request itself, verbatim

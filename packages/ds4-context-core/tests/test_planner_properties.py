@@ -111,7 +111,7 @@ def test_every_plan_is_valid_bounded_deterministic_and_leaves_input_alone(events
     for message, item in zip(plan.messages, plan.items, strict=True):
         assert message.id == item.message_id
         if message.flags.synthetic:
-            assert item.kind in {"trimmed-tool-result", "receipt", "current-request"}
+            assert item.kind in {"trimmed-tool-result", "receipt", "current-request", "interrupted-tool-call"}
         else:
             assert originals[message.id] is message
 

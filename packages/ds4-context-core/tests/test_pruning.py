@@ -66,7 +66,10 @@ def test_trim_keeps_head_and_tail_with_one_marker_and_only_when_it_shrinks():
     assert trimmed.endswith(text[-200:])
     assert trimmed.count("characters trimmed") == 1
     assert "1200 characters trimmed" in trimmed
-    assert "s:r1" in trimmed
+    assert "s:r1" not in trimmed  # no id the model has no tool for
+    offered = trim_text(text, 600, 200, "s:r1", restore_tool="ds4_restore")
+    assert offered is not None
+    assert 'call ds4_restore with id "s:r1"' in offered
     assert trim_text("short", 600, 200, "s:r1") is None
     assert trim_text("y" * 850, 600, 200, "s:r1") is None  # a marker longer than what it removes
 
@@ -129,14 +132,17 @@ def test_receipt_text_is_deterministic_and_keeps_identifying_arguments_only():
     text = build_receipt_text(**kwargs)
     assert text == build_receipt_text(**kwargs)
     assert text.startswith(RECEIPT_HEADER)
-    assert "3 read-only tool call(s) over 4 message(s)" in text
+    assert "3 earlier tool call(s) over 4 message(s)" in text
     assert "1240 characters" in text
-    assert "file_path=src/a.py" in text
-    assert "pattern=def plan" in text
-    assert "(error)" in text
-    assert "depth=2" in text
+    assert "- read src/a.py limit=5 -> 1200 chars" in text
+    assert "- grep `def plan` -> 0 hit line(s), failed" in text
+    assert "- ls -> 0 hit line(s)" in text
     assert "PAYLOAD" not in text
-    assert "ds4-receipt:abc" in text
+    assert "ds4-receipt:abc" not in text  # no restore tool offered: no id
+    assert "re-run" not in text
+    assert 'call ds4_restore with id "ds4-receipt:abc"' in build_receipt_text(
+        **kwargs, restore_tool="ds4_restore"
+    )
     notes = next(line for line in text.splitlines() if line.startswith("Assistant notes"))
     assert len(notes) < 70
 

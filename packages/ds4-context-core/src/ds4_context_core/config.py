@@ -18,7 +18,7 @@ invalid privacy section never allows more than the default policy does.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -203,6 +203,11 @@ class PlannerConfig(_Section):
     compaction_batch_ratio: float = Field(
         default=0.2, ge=0.0, le=0.9, description="Least share of the hard limit one compaction frees."
     )
+    task_digest: bool = Field(
+        default=False,
+        description="Put a digest of the task (requests, files changed, commands, errors) that the cut "
+        "left out in front of the history.",
+    )
 
 
 class PruningConfig(_Section):
@@ -231,6 +236,17 @@ class PruningConfig(_Section):
     receipt_max_ratio: float = Field(default=0.5, gt=0.0, le=1.0)
     receipt_max_per_pass: int = Field(default=3, ge=0, le=1000)
     receipt_note_chars: int = Field(default=400, ge=0, le=10_000)
+    receipt_tools: Literal["all", "read-only"] = Field(
+        default="all",
+        description="Which tool steps layer 2 may receipt: any completed step (a receipt lists edits, "
+        "writes and commands as facts, never to be repeated) or read-only steps only.",
+    )
+    restore_tool: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$",
+        description="The tool the host offers the model to get an original back (e.g. ds4_restore); "
+        "receipts and trim markers name ids only when it is set.",
+    )
 
 
 class PrivacyConfig(_Section):

@@ -2,12 +2,21 @@
 
 The planner applies both inside a compaction (see ``ds4_context_core.planner``); this module holds the
 pieces a host may want on their own: the :class:`Judge` protocol and its deterministic local default,
-the evidence guard, the head/tail trim and the receipt text.
+the evidence guard, the head/tail trim, the receipt text, and the task digest (``build_task_digest``,
+``TaskDigestBuilder``) that the planner places in front of a cut history (``planner.task_digest``).
 """
 
 from __future__ import annotations
 
 from ._exports import adopt_public_names
+from ._planner._digest import (
+    MAX_DIGEST_ENTRIES,
+    TASK_DIGEST_HEADER,
+    TaskDigestBuilder,
+    build_task_digest,
+    is_host_command,
+)
+from ._planner._digest_stage import TASK_DIGEST_ITEM_ID
 from ._planner._index import call_path, normalize_tool_name
 from ._planner._pruning import (
     JUDGE_REASONS,
@@ -24,24 +33,33 @@ from ._planner._pruning import (
     identifying_arguments,
     trim_text,
 )
+from ._planner._receipt_text import TOOL_KINDS, tool_kind
 from .config import PruningConfig
 
 __all__ = [
     "JUDGE_REASONS",
+    "MAX_DIGEST_ENTRIES",
     "PRUNING_GATES",
     "RECEIPT_HEADER",
+    "TASK_DIGEST_HEADER",
+    "TASK_DIGEST_ITEM_ID",
+    "TOOL_KINDS",
     "TRIM_MARKER_PREFIX",
     "DefaultJudge",
     "Judge",
     "JudgeCandidate",
     "PruningConfig",
     "ReceiptCall",
+    "TaskDigestBuilder",
     "Verdict",
     "build_receipt_text",
+    "build_task_digest",
     "call_path",
     "contains_evidence",
     "identifying_arguments",
+    "is_host_command",
     "normalize_tool_name",
+    "tool_kind",
     "trim_text",
 ]
 

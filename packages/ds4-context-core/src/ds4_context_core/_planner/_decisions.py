@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from ds4_context_core._history._model import CanonicalMessage
 from ds4_context_core.config import Ds4ContextConfig, PruningConfig
 
+from ._digest import TaskDigestBuilder
 from ._index import HistoryIndex, TokenEstimator
 from ._pruning import Judge
 from ._types import (
@@ -49,6 +50,16 @@ class Trim:
     message: CanonicalMessage
     tokens: int
     score: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DigestState:
+    """The task digest at ``cut``: the builder that read the history before it (never fed again: a
+    later cut feeds a copy) and the supplement it renders, or ``None`` when it has nothing to say."""
+
+    cut: int
+    builder: TaskDigestBuilder | None
+    supplement: Supplement | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +158,12 @@ class Decisions:
     # skipped unestimated before a compaction, and the before-cut exclusion.
     skipped_span: tuple[int, int] | None = None
     before_cut: BeforeCut | None = None
+    # The task digest of the history before the cut (``_digest_stage``), sticky between compactions.
+    digest: DigestState | None = None
+    # Position -> the copy sent of a message whose calls were interrupted (a call without a result
+    # before a later user turn), and the roots of the units holding one (``_interrupted``).
+    interrupted: dict[int, Trim] = field(default_factory=dict)
+    interrupted_roots: set[int] = field(default_factory=set)
 
     def forget_before(self, cut: int) -> None:
         """Drop trims and receipts of units the cut has passed."""

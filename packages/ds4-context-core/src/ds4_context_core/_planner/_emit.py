@@ -138,8 +138,18 @@ class _Emitter:
         group_id = index.group_id(root)
         recent = root >= decisions.tail_root
         for position in index.unit_members(root):
+            repaired = decisions.interrupted.get(position)
             trim = decisions.trims.get(position)
-            if trim is not None:
+            if repaired is not None:
+                message, tokens, kind, score = (
+                    repaired.message,
+                    repaired.tokens,
+                    "interrupted-tool-call",
+                    None,
+                )
+                reason = "recent-tail" if recent else "retained-history"
+                out.restore[message.id] = (source[position],)
+            elif trim is not None:
                 message, tokens = trim.message, trim.tokens
                 kind, reason, score = "trimmed-tool-result", "layer-1-trimmed", trim.score
                 out.restore[message.id] = (source[position],)
@@ -184,6 +194,7 @@ def emit(
     tail_root = decisions.tail_root
     view, token_list, parent = index.view, index.tokens, index.parent
     receipt_of, trims, members_of = decisions.receipt_of, decisions.trims, index.unit_members
+    interrupted = decisions.interrupted_roots
     history_tokens = 0  # of the inline cases below; the emitter counts the rest
     for root in window.units:
         if root in mandatory:
@@ -211,7 +222,7 @@ def emit(
             )
             continue
         group = members_of(root)
-        if trims and not trims.keys().isdisjoint(group):
+        if (trims and not trims.keys().isdisjoint(group)) or root in interrupted:
             emitter.unit(root)
             continue
         # The common tool step, kept inline: a call and its results, untouched.

@@ -27,6 +27,7 @@ from ds4_context_core.config import Ds4ContextConfig, load_config
 
 from ._budget import BudgetError, compute_budget
 from ._decisions import Decisions, FallbackError, PlanInputs
+from ._digest_stage import digest_reserve, digest_supplement, place_digest
 from ._emit import Emitted, emit
 from ._fallback import empty_budget, fallback_plan
 from ._index import HistoryIndex, HistoryIndexError, MessageSanitizer, TokenEstimator, sync_index
@@ -182,9 +183,27 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
     assert current is not None  # select_mandatory raised otherwise
     supplements = select_supplements(inputs, decisions, index.view[current])
     jumped = skip_far_history(inputs, decisions)
+    digest = digest_supplement(inputs, decisions)
+    if digest is not None:
+        supplements.insert(0, digest)
     window = open_window(inputs, decisions, mandatory, supplements)
     if window.usage > inputs.budget.soft_limit or jumped:
+        # The compaction works around the digest as around a mandatory item (it is bounded, and a
+        # digest that changed would cost the whole cached prefix), with room for the digest of the cut
+        # it moves, so the next plan still fits.
+        held = digest.tokens if digest is not None else 0
+        room = max(0, digest_reserve(inputs) - held)
+        if digest is not None:
+            window.supplements.remove(digest)
+        window.usage += room
+        cut = decisions.cut
         compact(inputs, decisions, window, mandatory, jumped)
+        window.usage -= room + held
+        if digest is not None and decisions.cut == cut and window.usage + held <= inputs.budget.hard_limit:
+            place_digest(window, digest)
+        else:  # within whatever room the hard limit leaves
+            room = inputs.budget.hard_limit - window.usage
+            place_digest(window, digest_supplement(inputs, decisions, room))
     if window.usage > inputs.budget.hard_limit:
         raise FallbackError("hard-limit-exceeded", "mandatory items and fixed overhead do not fit")
     tail = decisions.tail_start(window.units, inputs.budget.recent_tail_ceiling)
@@ -217,6 +236,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         compactions=decisions.compactions,
         previous_messages=plan_messages,
         estimator=inputs.estimator,
+        digest=decisions.digest,
     )
     return ContextPlan(
         messages=plan_messages,

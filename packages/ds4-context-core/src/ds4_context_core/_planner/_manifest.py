@@ -108,6 +108,8 @@ def _incomplete_exclusions(inputs: PlanInputs, decisions: Decisions) -> tuple[in
     index, source, cut = inputs.index, inputs.messages, decisions.cut
     by_reason: dict[str, list[int]] = {}
     for root in sorted(index.incomplete):
+        if root in decisions.interrupted_roots:
+            continue  # sent, repaired (``_interrupted``)
         by_reason.setdefault(index.incomplete[root], []).extend(index.unit_members(root))
     before = 0
     before_tokens = 0

@@ -11,6 +11,7 @@ import msgspec
 from ds4_context_core.config import DEFAULT_EVIDENCE_WORDS, DEFAULT_READ_ONLY_TOOLS, DEFAULT_WRITE_TOOLS
 
 from ._index import normalize_tool_name
+from ._receipt_text import call_line, mutating, tool_kind
 
 JUDGE_REASONS: Final = (
     "edited-later",
@@ -256,15 +257,23 @@ def _found(text: str, lowered: str, words: tuple[str, ...]) -> bool:
     return False
 
 
-def trim_text(text: str, head_chars: int, tail_chars: int, original_id: str) -> str | None:
-    """Head + one marker + tail, by code point; ``None`` when that would not strictly shrink ``text``."""
+def trim_text(
+    text: str, head_chars: int, tail_chars: int, original_id: str, *, restore_tool: str | None = None
+) -> str | None:
+    """Head + one marker + tail, by code point; ``None`` when that would not strictly shrink ``text``.
+
+    The marker names ``original_id`` only with ``restore_tool``, the tool the host offers the model to
+    get the original back.
+    """
     removed = len(text) - head_chars - tail_chars
     if removed <= 0:
         return None
-    marker = (
-        f"\n{TRIM_MARKER_PREFIX}{removed} characters trimmed; the original is intact and restorable "
-        f"as {_short(original_id)}]\n"
+    how = (
+        f'; the original is restorable: call {restore_tool} with id "{_short(original_id)}"'
+        if restore_tool
+        else "; the original is intact and restorable by the host"
     )
+    marker = f"\n{TRIM_MARKER_PREFIX}{removed} characters trimmed here{how}]\n"
     trimmed = text[:head_chars] + marker + (text[len(text) - tail_chars :] if tail_chars else "")
     return trimmed if len(trimmed) < len(text) else None
 
@@ -292,10 +301,15 @@ def identifying_arguments(arguments: object) -> str:
 
 
 class ReceiptCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One call a receipt names. ``result`` is the result's text (only facts are taken from it: a
+    line count, an exit status, the first error line); ``interrupted`` marks a call without a result."""
+
     tool_name: str
     arguments: dict[str, object]
     output_chars: int
     is_error: bool
+    result: str = ""
+    interrupted: bool = False
 
 
 def build_receipt_text(
@@ -307,23 +321,44 @@ def build_receipt_text(
     calls: Sequence[ReceiptCall],
     assistant_notes: str,
     note_chars: int,
+    restore_tool: str | None = None,
 ) -> str:
-    """The deterministic fact list that stands in for compacted read-only steps (no model inference)."""
+    """The deterministic fact list that stands in for compacted tool steps (no model inference).
+
+    One line per call (see ``_receipt_text.call_line``). The receipt id is named only with
+    ``restore_tool``, the tool the host offers the model to get the originals back; without one the
+    text names no id the model could not use. Calls that changed something are never offered for
+    re-running. ``first_message_id`` and ``last_message_id`` stay out of the text for the same reason.
+    """
+    del first_message_id, last_message_id  # ids the model has no use for (the manifest records them)
     total = sum(call.output_chars for call in calls)
+    kinds = {tool_kind(call.tool_name, call.arguments) for call in calls}
     lines = [
-        f"{RECEIPT_HEADER} {len(calls)} read-only tool call(s) over {message_count} message(s) "
-        f"({_short(first_message_id)} .. {_short(last_message_id)}) returned {total} characters.",
-        f"The originals are intact and restorable as {receipt_id}; "
-        "re-run the same call to see a result again.",
+        f"{RECEIPT_HEADER} {len(calls)} earlier tool call(s) over {message_count} message(s), "
+        f"{total} characters of output, shown here as facts."
     ]
+    if restore_tool:
+        lines.append(f'The originals are intact: call {restore_tool} with id "{receipt_id}" to see them.')
+    elif any(mutating(kind) for kind in kinds):
+        lines.append(
+            "Edits, writes and commands listed here already ran: do not repeat them. "
+            "Read or search again to see a file's current content."
+        )
+    else:
+        lines.append("Read or search again to see a result.")
     notes = " ".join(assistant_notes.split())
     if notes and note_chars > 0:
         quoted = notes if len(notes) <= note_chars else notes[: max(0, note_chars - 3)] + "..."
         lines.append(f'Assistant notes: "{quoted}"')
     for call in calls:
-        arguments = identifying_arguments(call.arguments)
-        status = " (error)" if call.is_error else ""
-        lines.append(
-            f"- {_short(call.tool_name, 60)} {arguments} -> {call.output_chars} chars{status}".rstrip()
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        line = call_line(
+            call.tool_name,
+            arguments,
+            result=call.result,
+            output_chars=call.output_chars,
+            is_error=call.is_error,
+            interrupted=call.interrupted,
         )
+        lines.append(f"- {line}")
     return "\n".join(lines)

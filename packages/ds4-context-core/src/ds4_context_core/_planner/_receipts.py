@@ -41,7 +41,8 @@ def _gate(
     index = inputs.index
     view = index.view
     calls = [b for p in members for b in view[p].blocks if type(b) is ToolCallBlock]
-    if not calls or any(_norm(call.name) not in read_only for call in calls):
+    only_reads = pruning.receipt_tools == "read-only"
+    if not calls or (only_reads and any(_norm(call.name) not in read_only for call in calls)):
         return "not-read-only"
     text = sum(
         len(b.text)
@@ -55,6 +56,8 @@ def _gate(
     if thinking > pruning.receipt_max_reasoning_chars:
         return "reasoning-too-long"
     unit_verdicts = [final[p] for p in members if p in final]
+    if not unit_verdicts:
+        return "recent"  # no judged result (an interrupted call alone): nothing to weigh
     if len(unit_verdicts) != sum(
         1 for p in members if any(type(b) is ToolResultBlock for b in view[p].blocks)
     ):
@@ -63,7 +66,9 @@ def _gate(
         v.reason == "evidence" for v in unit_verdicts
     ):
         return "evidence"
-    if max(v.side_effect_probability for v in unit_verdicts) > pruning.receipt_max_side_effect:
+    # A receipt of any tool kind states what a call changed and that it must not be repeated, so the
+    # side-effect gate only holds receipts to read-only steps when the host asks for that.
+    if only_reads and max(v.side_effect_probability for v in unit_verdicts) > pruning.receipt_max_side_effect:
         return "side-effect"
     return None
 
@@ -168,23 +173,36 @@ def _keep(decisions: Decisions, receipt: Receipt) -> None:
 
 
 def _calls_and_notes(index: HistoryIndex, positions: tuple[int, ...]) -> tuple[list[ReceiptCall], list[str]]:
-    """What a receipt names: each call with its output size and error, and the assistant's notes."""
-    outputs: dict[str, tuple[int, bool]] = {}
+    """What a receipt names: each call with its output size, error and result text, and the assistant's
+    notes. A call no result answers is named as interrupted."""
+    outputs: dict[str, tuple[int, bool, str]] = {}
     for position in positions:
         for block in index.view[position].blocks:
             if type(block) is ToolResultBlock:
-                chars, error = outputs.get(block.tool_call_id, (0, False))
-                outputs[block.tool_call_id] = (chars + len(block.content), error or block.is_error)
+                chars, error, text = outputs.get(block.tool_call_id, (0, False, ""))
+                outputs[block.tool_call_id] = (
+                    chars + len(block.content),
+                    error or block.is_error,
+                    text + block.content if text else block.content,
+                )
     calls: list[ReceiptCall] = []
     notes: list[str] = []
     for position in positions:
         message = index.view[position]
         for block in message.blocks:
             if type(block) is ToolCallBlock:
-                chars, error = outputs.get(block.id, (0, False))
+                found = outputs.get(block.id)
+                chars, error, text = found if found is not None else (0, False, "")
                 arguments = block.arguments if isinstance(block.arguments, dict) else {}
                 calls.append(
-                    ReceiptCall(tool_name=block.name, arguments=arguments, output_chars=chars, is_error=error)
+                    ReceiptCall(
+                        tool_name=block.name,
+                        arguments=arguments,
+                        output_chars=chars,
+                        is_error=error,
+                        result=text,
+                        interrupted=found is None,
+                    )
                 )
             elif type(block) is TextBlock and message.role == "assistant":
                 notes.append(block.text)
@@ -208,6 +226,7 @@ def build_receipt(
         calls=calls,
         assistant_notes=" ".join(notes),
         note_chars=inputs.pruning.receipt_note_chars,
+        restore_tool=inputs.pruning.restore_tool,
     )
     first = source[positions[0]]
     message = CanonicalMessage(

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from ds4_context_core._history._model import CanonicalMessage
 
-from ._decisions import Decisions, PlanInputs, Receipt, Trim
+from ._decisions import Decisions, DigestState, PlanInputs, Receipt, Trim
 from ._index import HistoryIndex, TokenEstimator
 from ._types import PlanDiagnostic
 
@@ -21,6 +21,7 @@ class PlanState:
     __slots__ = (
         "_compactions",
         "_cut",
+        "_digest",
         "_estimator",
         "_index",
         "_previous_messages",
@@ -40,7 +41,9 @@ class PlanState:
         compactions: int = 0,
         previous_messages: tuple[CanonicalMessage, ...] = (),
         estimator: TokenEstimator | None = None,
+        digest: DigestState | None = None,
     ) -> None:
+        self._digest = digest
         self._index = index
         self._source = source
         self._cut = cut
@@ -117,4 +120,5 @@ def adopt_state(state: PlanState | None, inputs: PlanInputs) -> Decisions:
         for root in receipt.roots:
             decisions.receipt_of[root] = key
     decisions.compactions = state._compactions
+    decisions.digest = state._digest
     return decisions

@@ -23,7 +23,13 @@ def trimmed_copy(message: CanonicalMessage, config: PruningConfig) -> CanonicalM
     blocks: list[CanonicalBlock] = []
     for block in message.blocks:
         if type(block) is ToolResultBlock and len(block.content) >= config.min_chars_to_prune:
-            trimmed = trim_text(block.content, config.head_chars, config.tail_chars, message.id)
+            trimmed = trim_text(
+                block.content,
+                config.head_chars,
+                config.tail_chars,
+                message.id,
+                restore_tool=config.restore_tool,
+            )
             if trimmed is not None:
                 gained += len(block.content) - len(trimmed)
                 blocks.append(msgspec.structs.replace(block, content=trimmed))

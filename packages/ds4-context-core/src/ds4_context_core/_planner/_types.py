@@ -32,6 +32,7 @@ PLAN_FALLBACK_CODES: Final = (
 
 PLAN_ITEM_KINDS: Final = (
     "current-request",
+    "interrupted-tool-call",
     "memory",
     "message",
     "pin",

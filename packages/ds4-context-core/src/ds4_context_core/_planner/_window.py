@@ -14,6 +14,7 @@ from typing import Final
 
 from ._common import compaction_goal, hash16, original_unit_tokens
 from ._decisions import Decisions, MandatoryReason, PlanInputs, Supplement, Window
+from ._interrupted import interruptible, repair_interrupted
 from ._receipts import make_receipts
 from ._supplements import drop_supplements
 from ._trim import trim_results, trim_turn
@@ -65,8 +66,13 @@ def skip_far_history(inputs: PlanInputs, decisions: Decisions) -> int:
     return target - cut
 
 
-def _unit_tokens_from(inputs: PlanInputs, cut: int) -> tuple[list[int], dict[int, int], list[int]]:
-    """One pass from the cut: complete unit roots, their untrimmed tokens, and the stragglers."""
+def _unit_tokens_from(
+    inputs: PlanInputs, cut: int, decisions: Decisions
+) -> tuple[list[int], dict[int, int], list[int]]:
+    """One pass from the cut: complete unit roots, their untrimmed tokens, and the stragglers.
+
+    An interrupted unit (``_interrupted``) counts as complete, at the tokens of its repaired copies,
+    which go to ``decisions.interrupted``."""
     index = inputs.index
     parent, find, incomplete = index.parent, index.find, index.incomplete
     tokens, members_of, cumulative = index.tokens, index.unit_members, index.cumulative
@@ -81,9 +87,16 @@ def _unit_tokens_from(inputs: PlanInputs, cut: int) -> tuple[list[int], dict[int
                 if root < cut:
                     stragglers.append(position)
                 continue
-            if root in incomplete:
-                continue
             group = members_of(root)
+            if root in incomplete:
+                if not interruptible(index, root):
+                    continue
+                copies = repair_interrupted(inputs, root)
+                decisions.interrupted.update(copies)
+                decisions.interrupted_roots.add(root)
+                unit_tokens[root] = sum(copies[p].tokens if p in copies else index.token(p) for p in group)
+                units.append(position)
+                continue
             last = group[-1]
             if last - position + 1 == len(group):  # contiguous, the usual case
                 unit_tokens[root] = cumulative[last + 1] - cumulative[position]
@@ -118,7 +131,7 @@ def open_window(
     and the window's usage (fixed overhead, mandatory units before the cut, supplements, window)."""
     index = inputs.index
     cut = decisions.cut
-    units, unit_tokens, stragglers = _unit_tokens_from(inputs, cut)
+    units, unit_tokens, stragglers = _unit_tokens_from(inputs, cut, decisions)
     _release_mandatory(inputs, decisions, mandatory)
     tokens, unit_of, receipt_of = index.tokens, index.unit_of, decisions.receipt_of
     for position, trim in decisions.trims.items():

@@ -93,6 +93,15 @@ from ._workspace import DEFAULT_STORE_ENV, ContextWorkspace, default_store_path
 
 if TYPE_CHECKING:
     from ._dispatch import CONTEXT_COMMANDS, run_context_command, run_context_command_text
+    from ._restore_tool import (
+        RESTORE_TOOL_CODES,
+        RESTORE_TOOL_MAX_CHARS,
+        RESTORE_TOOL_NAME,
+        RestoreToolOutput,
+        handle_restore_tool_call,
+        offer_restore_tool,
+        restore_tool_definition,
+    )
     from ._runtime import context_adapter, context_privacy
     from ._views import context_artifacts, context_compaction, context_retrieved, context_summaries
 
@@ -105,6 +114,9 @@ __all__ = [
     "DEMO_SESSION_ID",
     "MEMORY_PREVIEW_CHARS",
     "RESTORE_MAX_CHARS",
+    "RESTORE_TOOL_CODES",
+    "RESTORE_TOOL_MAX_CHARS",
+    "RESTORE_TOOL_NAME",
     "RETRIEVAL_HITS_DEFAULT",
     "RETRIEVED_TEXT_MAX_CHARS",
     "SUMMARY_TIMEOUT_S",
@@ -137,6 +149,7 @@ __all__ = [
     "PrivacyResult",
     "RebuildIndexResult",
     "RestoreResult",
+    "RestoreToolOutput",
     "RestoredMessage",
     "RetrievedLine",
     "RetrievedResult",
@@ -170,10 +183,13 @@ __all__ = [
     "context_tokens",
     "context_unpin",
     "default_store_path",
+    "handle_restore_tool_call",
+    "offer_restore_tool",
     "plan_with_cut_supplements",
     "render_json",
     "render_rich",
     "render_text",
+    "restore_tool_definition",
     "retrieval_candidates",
     "retrieval_query_terms",
     "retrieve_history",
@@ -198,6 +214,19 @@ _LAZY_EXPORTS = {
     "context_compaction": "_views",
     "context_retrieved": "_views",
     "context_summaries": "_views",
+    # The restore tool's spec is core's adapter ToolDefinition: loaded when a host offers the tool.
+    **dict.fromkeys(
+        (
+            "RESTORE_TOOL_CODES",
+            "RESTORE_TOOL_MAX_CHARS",
+            "RESTORE_TOOL_NAME",
+            "RestoreToolOutput",
+            "handle_restore_tool_call",
+            "offer_restore_tool",
+            "restore_tool_definition",
+        ),
+        "_restore_tool",
+    ),
 }
 
 __getattr__ = lazy_exports(__name__, _LAZY_EXPORTS, globals())

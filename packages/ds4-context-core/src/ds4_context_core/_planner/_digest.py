@@ -1,0 +1,284 @@
+"""The task digest: what the history before the cut says about the task, as deterministic facts.
+
+When the plan's cut leaves old messages out, the model still needs to know what it was asked, what it
+changed, what it ran and what is still failing. :class:`TaskDigestBuilder` reads messages once, in
+order (``feed``), keeping per category a bounded, most-recent-first record; ``render`` writes the digest
+within a character budget by leaving out whole entries, oldest first, and saying how many. Feeding is
+O(1) per block and the kept entries are capped, so a source with 10,000 edits stays bounded and linear.
+
+It also reads the summaries a host wrote when it compacted its own history (Pi's ``compaction`` and
+``branch_summary`` entries, which the engine turns into user messages whose provenance says
+``compactionSummary`` / ``branchSummary``): their goal and their file lists go into the digest, so what
+the host compacted is not lost a second time.
+
+The planner keeps one builder in its state and renders the digest only when the cut moves (a
+compaction): between compactions it is byte-identical, so the cached prefix survives.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Final
+
+from ds4_context_core._history._model import CanonicalMessage, TextBlock, ToolCallBlock, ToolResultBlock
+
+from ._receipt_text import exit_status, first_error_line, tool_kind
+
+TASK_DIGEST_HEADER: Final = "[ds4-context task digest]"
+# Entries kept per category while feeding: the render can never show more, so more is not kept.
+MAX_DIGEST_ENTRIES: Final = 2_000
+_REQUEST_CHARS: Final = 1_200
+_INSTRUCTION_CHARS: Final = 300
+_ENTRY_CHARS: Final = 200
+_SUMMARY_CHARS: Final = 1_500
+_HOST_SUMMARY_ROLES: Final = frozenset({"compactionSummary", "branchSummary"})
+# A user message that is only a host command (``/mode plan``, ``/model x``, ``/compact``) is no request.
+_COMMAND: Final = re.compile(r"^/[A-Za-z][\w:.-]*(?:\s+\S+){0,3}$")
+# Text holding a privacy marker tag is left out: its spans only mean what they say in their own string.
+_TAG: Final = re.compile(r"\[/?ds4:", re.IGNORECASE)
+_FILE_TAGS: Final = re.compile(r"<(modified-files|read-files)>\s*(.*?)\s*</\1>", re.DOTALL)
+_GOAL: Final = re.compile(r"^#+\s*Goal\s*$(.*?)(?=^#+\s|\Z)", re.MULTILINE | re.DOTALL | re.IGNORECASE)
+_PATH_KEYS: Final = ("file_path", "path", "notebook_path", "filename", "file", "target_file")
+_SHELL_KEYS: Final = ("command", "cmd", "script")
+_SEARCH_KEYS: Final = ("pattern", "query", "glob", "regex")
+# Which sections of ``render`` fill the budget first (indices into its list): the host's summary, the
+# files changed, the open errors, the latest instructions, then commands, searches, other calls, reads.
+_PRIORITY: Final = (0, 3, 2, 1, 4, 5, 6, 7)
+
+
+def _fold(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _text(message: CanonicalMessage) -> str:
+    return "\n".join(block.text for block in message.blocks if type(block) is TextBlock).strip()
+
+
+def _argument(arguments: object, keys: tuple[str, ...]) -> str | None:
+    if isinstance(arguments, dict):
+        for key in keys:
+            value = arguments.get(key)
+            if isinstance(value, str) and value.strip():
+                return value
+    return None
+
+
+def is_host_command(text: str) -> bool:
+    """Whether a user message is only a slash command or a mode switch, not a request."""
+    return bool(_COMMAND.match(text.strip()))
+
+
+class _Recent:
+    """Keys in order of their last mention (newest last), each with a value; at most ``cap`` kept."""
+
+    __slots__ = ("cap", "entries", "forgotten")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.entries: OrderedDict[str, str] = OrderedDict()
+        self.forgotten = 0
+
+    def put(self, key: str, value: str) -> None:
+        entries = self.entries
+        if key in entries:
+            entries.move_to_end(key)
+        entries[key] = value
+        if len(entries) > self.cap:
+            entries.popitem(last=False)
+            self.forgotten += 1
+
+    def pop(self, key: str) -> None:
+        self.entries.pop(key, None)
+
+
+class TaskDigestBuilder:
+    """Reads messages once, in history order, and renders the task digest of all it has read."""
+
+    def __init__(self, *, max_entries: int = MAX_DIGEST_ENTRIES) -> None:
+        cap = max(1, max_entries)
+        self.consumed = 0  # how many messages were fed
+        self.request: str | None = None
+        self.instructions = _Recent(cap)
+        self.changed = _Recent(cap)  # path -> what was done to it
+        self.read = _Recent(cap)  # path -> "read"
+        self.commands = _Recent(cap)  # command -> its last outcome
+        self.searches = _Recent(cap)  # "grep pattern in path" -> ""
+        self.other = _Recent(cap)  # "tool argument" -> ""
+        self.errors = _Recent(cap)  # call identity -> its first error line (open until it succeeds)
+        self.summaries = _Recent(8)  # host summaries: entry id -> goal text
+        self._pending: dict[str, tuple[str, str, str | None]] = {}  # call id -> (kind, key, path)
+        self._serial = 0
+
+    def feed(self, messages: Iterable[CanonicalMessage]) -> None:
+        for message in messages:
+            self.consumed += 1
+            flags = message.flags
+            if flags.local_only or flags.synthetic:
+                continue
+            original_role = message.provenance.original_role
+            if original_role in _HOST_SUMMARY_ROLES:
+                self._host_summary(message)
+                continue
+            if message.role == "user":
+                text = _text(message)
+                if (
+                    text
+                    and not _TAG.search(text)
+                    and not message.tool_result_ids
+                    and not is_host_command(text)
+                ):
+                    if self.request is None:
+                        self.request = _fold(text, _REQUEST_CHARS)
+                    else:
+                        self._serial += 1
+                        self.instructions.put(str(self._serial), _fold(text, _INSTRUCTION_CHARS))
+            for block in message.blocks:
+                if type(block) is ToolCallBlock:
+                    self._call(block)
+                elif type(block) is ToolResultBlock:
+                    self._result(block)
+            if original_role == "bashExecution":  # a command the user ran in the host's shell
+                self._user_shell(_text(message))
+
+    def _host_summary(self, message: CanonicalMessage) -> None:
+        text = _text(message)
+        if not text or _TAG.search(text):
+            return
+        for tag, body in _FILE_TAGS.findall(text):
+            for line in body.splitlines():
+                path = line.strip()
+                if path:
+                    (self.changed if tag == "modified-files" else self.read).put(
+                        _fold(path, _ENTRY_CHARS),
+                        "changed (per the host's summary)" if tag == "modified-files" else "read",
+                    )
+        goal = _GOAL.search(text)
+        gist = goal.group(1) if goal else _FILE_TAGS.sub("", text)
+        self.summaries.put(message.id, _fold(gist, _SUMMARY_CHARS))
+
+    def _call(self, call: ToolCallBlock) -> None:
+        name, arguments = call.name, call.arguments
+        if not isinstance(name, str) or _TAG.search(repr(arguments)):
+            return
+        kind = tool_kind(name, arguments if isinstance(arguments, dict) else None)
+        path = _argument(arguments, _PATH_KEYS)
+        short_path = _fold(path, _ENTRY_CHARS) if path else None
+        if kind in ("edit", "write") and short_path:
+            self.changed.put(short_path, "written" if kind == "write" else "edited")
+            key = f"{name} {short_path}"
+        elif kind == "read" and short_path:
+            if short_path not in self.changed.entries:
+                self.read.put(short_path, "read")
+            key = f"{name} {short_path}"
+        elif kind == "shell":
+            command = _argument(arguments, _SHELL_KEYS)
+            if not command:
+                return
+            key = _fold(command, _ENTRY_CHARS)
+            self.commands.put(key, "")
+        elif kind == "search":
+            pattern = _argument(arguments, _SEARCH_KEYS)
+            where = f" in {short_path}" if short_path else ""
+            key = f"{name} `{_fold(pattern, _ENTRY_CHARS)}`{where}" if pattern else f"{name}{where}"
+            self.searches.put(key, "")
+        else:
+            main = _argument(arguments, ("command", "query", "url", "pattern", "name", *_PATH_KEYS))
+            key = f"{name} {_fold(main, _ENTRY_CHARS)}" if main else name
+            self.other.put(key, "")
+        if isinstance(call.id, str):
+            self._pending[call.id] = (kind, key, short_path)
+
+    def _result(self, result: ToolResultBlock) -> None:
+        found = self._pending.pop(result.tool_call_id, None)
+        if found is None:
+            return
+        kind, key, _ = found
+        content = result.content if isinstance(result.content, str) else ""
+        if kind == "shell":
+            status = exit_status(content, result.is_error)
+            self.commands.put(key, status)
+            failed = status != "exit 0"
+        else:
+            failed = bool(result.is_error)
+        if failed:
+            line = first_error_line(content) or (content.strip().splitlines() or ["failed"])[0]
+            self.errors.put(key, _fold(line, _ENTRY_CHARS))
+        else:
+            self.errors.pop(key)  # the same call went through since: that error is no longer open
+
+    def _user_shell(self, text: str) -> None:
+        first, _, rest = text.partition("\n")
+        if not first.startswith("$ "):
+            return
+        key = _fold(first[2:], _ENTRY_CHARS)
+        status = exit_status(rest, False)
+        self.commands.put(key, f"{status} (run by the user)")
+        if status != "exit 0":
+            self.errors.put(key, _fold(first_error_line(rest) or status, _ENTRY_CHARS))
+        else:
+            self.errors.pop(key)
+
+    def render(self, max_chars: int) -> str | None:
+        """The digest within ``max_chars`` (whole entries only, newest kept first), or None when empty."""
+
+        def values(store: _Recent) -> list[str]:
+            return list(reversed(store.entries.values()))
+
+        def keys(store: _Recent) -> list[str]:
+            return list(reversed(store.entries))
+
+        def pairs(store: _Recent) -> list[str]:
+            return [f"{key}: {value}" if value else key for key, value in reversed(store.entries.items())]
+
+        read_only = [path for path in keys(self.read) if path not in self.changed.entries]
+        # In the order they are shown; ``_PRIORITY`` says which fill the budget first.
+        sections = [
+            ("Host summary of earlier work", values(self.summaries), self.summaries.forgotten),
+            ("Later instructions, newest first", values(self.instructions), self.instructions.forgotten),
+            ("Open errors, newest first", pairs(self.errors), self.errors.forgotten),
+            ("Files changed, newest first", keys(self.changed), self.changed.forgotten),
+            ("Commands run, newest first, with exit status", pairs(self.commands), self.commands.forgotten),
+            ("Searches", keys(self.searches), self.searches.forgotten),
+            ("Other tool calls", keys(self.other), self.other.forgotten),
+            ("Files read", read_only, self.read.forgotten),
+        ]
+        if self.request is None and not any(entries for _, entries, _ in sections):
+            return None
+        lines = [TASK_DIGEST_HEADER + " what the earlier messages, no longer shown, established:"]
+        if self.request is not None:
+            lines.append(f"Original request: {self.request}")
+        used = sum(len(line) + 1 for line in lines)
+        used += sum(len(title) + 30 for title, entries, _ in sections if entries)  # titles and counts
+        taken: dict[int, list[str]] = {}
+        for number in _PRIORITY:
+            entries = sections[number][1]
+            chosen: list[str] = []
+            for entry in entries:
+                if used + len(entry) + 3 > max_chars:
+                    break
+                chosen.append(entry)
+                used += len(entry) + 3
+            taken[number] = chosen
+        for number, (title, entries, forgotten) in enumerate(sections):
+            if not entries:
+                continue
+            chosen = taken[number]
+            left = len(entries) - len(chosen) + forgotten
+            if chosen:
+                lines.append(f"{title} ({left} older not shown):" if left else f"{title}:")
+                lines.extend(f"- {entry}" for entry in chosen)
+            else:
+                lines.append(f"{title}: {left} not shown")
+        while len(lines) > 2 and sum(len(line) + 1 for line in lines) > max_chars + 1:
+            lines.pop()  # a whole line at a time, should the estimate above have been short
+        return "\n".join(lines)
+
+
+def build_task_digest(messages: Iterable[CanonicalMessage], *, max_chars: int = 8_000) -> str | None:
+    """The task digest of ``messages`` (e.g. what a plan left out), without the planner or any store."""
+    builder = TaskDigestBuilder()
+    builder.feed(messages)
+    return builder.render(max_chars)
