@@ -4,9 +4,10 @@ Run: uv run --no-config --no-sync python benchmarks/bench_pi_reader.py [--mib 64
 
 Each measurement runs in a fresh process and reports how far the read raised its peak resident set size
 (``ru_maxrss`` after the read minus ``ru_maxrss`` after the imports), so neither run inherits the other's
-heap and the interpreter's own ~40 MiB do not count against the file. The peer is the least a reader that keeps every line decoded can
-do: the file read whole and every line decoded with msgspec into a list. ``read_pi_session`` adds the
-entry objects, the id table and the checks; its ratio to the peer is the figure to watch (issue 22 item 6).
+heap and the interpreter's own ~40 MiB do not count against the file. The peer is the least a reader
+that keeps every line decoded can do: the file read whole and every line decoded with msgspec into a
+list. ``read_pi_session`` adds the entry objects, the id table and the checks; its ratio to the peer
+is the figure to watch (issue 22 item 6).
 Three shapes: ``label`` entries (~120 bytes a line, ids, parent ids and timestamps), ``tiny`` entries
 (~27 bytes, an unknown type, so every line is also an issue) and ``messages`` (~1 KiB user messages).
 A file with more than ``DEFAULT_MAX_PI_SESSION_ENTRIES`` entries is refused; the peak until the refusal
@@ -44,6 +45,7 @@ else:
 seconds = time.perf_counter() - start
 print(count, outcome, f"{seconds:.2f}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - baseline)
 """
+
 
 def _line(shape: str, number: int) -> bytes:
     entry_id = f"{number:08x}"
@@ -83,7 +85,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mib", type=int, default=64, help="size of each generated file")
     parser.add_argument("--quick", action="store_true", help="8 MiB files")
-    parser.add_argument("--shape", choices=("label", "tiny", "messages"), action="append", help="default: all")
+    parser.add_argument(
+        "--shape", choices=("label", "tiny", "messages"), action="append", help="default: all three"
+    )
     args = parser.parse_args()
     mib = 8 if args.quick else args.mib
     with tempfile.TemporaryDirectory() as directory:
@@ -94,7 +98,8 @@ def main() -> None:
             _, _, peer_seconds, peer_rss = measure("peer", path)
             count, outcome, seconds, rss = measure("reader", path)
             print(
-                f"{shape:9} {size:6.1f} MiB {lines:>9} lines | peer +{peer_rss:6.0f} MiB {peer_seconds:6.2f} s"
+                f"{shape:9} {size:6.1f} MiB {lines:>9} lines"
+                f" | peer +{peer_rss:6.0f} MiB {peer_seconds:6.2f} s"
                 f" | read_pi_session +{rss:6.0f} MiB ({rss / size:4.1f}x file, {rss / peer_rss:4.2f}x peer)"
                 f" {seconds:6.2f} s ({seconds / peer_seconds:4.2f}x peer) {outcome} {count} entries"
             )
