@@ -743,6 +743,8 @@ def _print_conformance(console: Console, report: Any) -> None:
     for case in report.cases:
         table.add_row(case.id, "[green]pass[/green]" if case.passed else f"[red]{case.failure_code}[/red]")
     console.print(table)
+    if report.skipped_parts:
+        console.print("skipped (the adapter cannot carry them): " + ", ".join(report.skipped_parts))
     console.print("[bold green]passed[/bold green]" if report.passed else "[bold red]failed[/bold red]")
 
 
