@@ -497,7 +497,8 @@ def _build_constraints(work: Path) -> list[str]:
 
 
 def _verify_sdists(listing: Listing, version: str, work: Path) -> None:
-    """Step 2b: each sdist matches the index's sha256 and builds a wheel identical to the released one."""
+    """Last step: each sdist matches the index's sha256 and builds a wheel identical to the released one."""
+    work.mkdir(parents=True, exist_ok=True)
     constraints = _build_constraints(work)
     for dist in DISTRIBUTIONS:
         sdist = _fetch(listing.sdists[dist.name], work / "sdists")
