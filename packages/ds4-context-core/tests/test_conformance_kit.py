@@ -666,6 +666,9 @@ def conformance_factory() -> SimpleConformanceFactory:
 
 
 broken_factory = _factory(ReadsAfterShutdown, "cli-broken")
+no_system_factory = SimpleConformanceFactory(
+    name="cli-no-system", create=_factory().create, unsupported_history_parts=frozenset({"system"})
+)
 
 
 @pytest.fixture
@@ -690,6 +693,18 @@ def test_cli_exit_code_one_on_failure_and_text_table(
     assert "lifecycle" in out
     assert "lifecycle-assertion-failed (closed-history-readable)" in out
     assert "FAILED (6/7 cases)" in out
+
+
+def test_cli_names_the_skipped_parts_above_the_cases(
+    importable_tests: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([f"{importable_tests}:no_system_factory"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "fixture=runtime-adapter-conformance-fixture-v2" in lines[0]
+    assert lines[1] == "  skipped (the factory says its runtime cannot carry them): system"
+    assert lines[-1] == "result: passed (7/7 cases)"
+    assert main([f"{importable_tests}:no_system_factory", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["skippedParts"] == ["system"]
 
 
 @pytest.mark.parametrize(
