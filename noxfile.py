@@ -453,9 +453,12 @@ def golden(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS[0], default=False)
 def registry_check(session: nox.Session) -> None:
-    """After publishing: ``nox -s registry_check -- 0.1.0 [--index-url URL]``."""
+    """After publishing: ``nox -s registry_check -- 0.1.0 [--index-url URL] [--python 3.12 ...]``.
+
+    A rehearsal on a local index: ``scripts/release_rehearsal.py --dist dist`` (docs/contributing/release.md).
+    """
     if not session.posargs:
-        session.error("usage: nox -s registry_check -- <exact version> [--index-url URL]")
+        session.error("usage: nox -s registry_check -- <exact version> [--index-url URL] [--python X ...]")
     session.install("uv>=0.4", "pip")  # pip for the isolated download, uv for the clean venv
     session.run("python", str(SCRIPTS / "registry_check.py"), *session.posargs)
 

@@ -7,6 +7,11 @@ Targets (issue 23, item 5): ``ds4-context version`` <= 80 ms; ``plan --json`` of
 ``PYTHONPYCACHEPREFIX``, written by one warm-up run), next to two peers measured in the same run: an
 interpreter that does nothing, and a plain script that reads and decodes every line of the same session
 file. The ratios against the peers are what to compare across machines.
+
+``--before SRC`` also times the same commands with ``SRC`` (for example the engine's ``src`` directory of
+an earlier commit, from ``git archive <commit> packages/ds4-context-engine/src | tar -x -C /tmp/before``)
+first on ``PYTHONPATH``, interleaved with the current code, so a change is measured before and after in
+one run on the same machine load.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ def median_ms(arguments: list[str], environment: dict[str, str], runs: int) -> t
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=11)
+    parser.add_argument("--before", type=Path, default=None, help="engine sources to compare against")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         path = write_session(Path(directory) / "bench.jsonl")
@@ -67,6 +73,19 @@ def main() -> None:
         def cli(*arguments: str) -> tuple[float, float]:
             return median_ms([python, "-c", _ENTRY, *arguments], environment, args.runs)
 
+        before: dict[str, tuple[float, float]] = {}
+        if args.before is not None:
+            earlier = {
+                **environment,
+                "PYTHONPATH": str(args.before.resolve()),
+                "PYTHONPYCACHEPREFIX": str(Path(directory) / "pycache-before"),
+            }
+            for label, arguments in (
+                ("version", ["version"]),
+                ("plan --json", ["plan", str(path), *PLAN_ARGS]),
+            ):
+                before[label] = median_ms([python, "-c", _ENTRY, *arguments], earlier, args.runs)
+
         rows = [
             ("python -c pass (peer)", nothing, None),
             ("plain script reads the session (peer)", plain, None),
@@ -79,6 +98,13 @@ def main() -> None:
         for name, (wall, cpu), target in rows:
             goal = f"  (target <= {target} ms)" if target else ""
             print(f"{name:42} {wall:6.1f} ms {cpu:6.1f} ms  {cpu / plain[1]:5.2f}x{goal}")
+        now = {"version": rows[2][1], "plan --json": rows[5][1]}
+        for label, (wall, cpu) in before.items():
+            after = now[label][1]
+            print(
+                f"{'before: ds4-context ' + label:42} {wall:6.1f} ms {cpu:6.1f} ms  {cpu / plain[1]:5.2f}x"
+                f"  (now {after / cpu:4.2f}x of before)"
+            )
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 
 Run: uv run --no-config --no-sync python benchmarks/bench_pi_reader.py [--mib 64] [--quick]
 
-Each measurement runs in a fresh process and reports its peak resident set size (``ru_maxrss``), so
-neither run inherits the other's heap. The peer is the least a reader that keeps every line decoded can
-do: the file read whole and every line decoded with msgspec into a list. ``read_pi_session`` adds the
-entry objects, the id table and the checks; its ratio to the peer is the figure to watch (issue 22 item 6).
+Each measurement runs in a fresh process and reports how far the read raised its peak resident set size
+(``ru_maxrss`` after the read minus ``ru_maxrss`` after the imports), so neither run inherits the other's
+heap and the interpreter's own ~40 MiB do not count against the file. The peer is the least a reader
+that keeps every line decoded can do: the file read whole and every line decoded with msgspec into a
+list. ``read_pi_session`` adds the entry objects, the id table and the checks; its ratio to the peer
+is the figure to watch (issue 22 item 6).
 Three shapes: ``label`` entries (~120 bytes a line, ids, parent ids and timestamps), ``tiny`` entries
 (~27 bytes, an unknown type, so every line is also an issue) and ``messages`` (~1 KiB user messages).
 A file with more than ``DEFAULT_MAX_PI_SESSION_ENTRIES`` entries is refused; the peak until the refusal
@@ -24,23 +26,24 @@ from pathlib import Path
 _MEASURE = """
 import resource, sys, time
 from pathlib import Path
+import msgspec
+from ds4_context_engine import PiSessionError
+from ds4_context_engine.pi import read_pi_session
 mode, path = sys.argv[1], sys.argv[2]
+baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # the interpreter and the imports
 start = time.perf_counter()
 outcome = "ok"
 if mode == "peer":
-    import msgspec
     decode = msgspec.json.decode
     values = [decode(line) for line in Path(path).read_bytes().splitlines() if line.strip()]
     count = len(values) - 1
 else:
-    from ds4_context_engine import PiSessionError
-    from ds4_context_engine.pi import read_pi_session
     try:
         count = len(read_pi_session(path).entries)
     except PiSessionError as error:
         count, outcome = 0, error.code
 seconds = time.perf_counter() - start
-print(count, outcome, f"{seconds:.2f}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(count, outcome, f"{seconds:.2f}", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - baseline)
 """
 
 
@@ -59,7 +62,7 @@ def _line(shape: str, number: int) -> bytes:
 
 def write_session(path: Path, shape: str, mib: int) -> int:
     header = {"type": "session", "version": 3, "id": "bench", "timestamp": "", "cwd": str(path.parent)}
-    limit = mib * 1024 * 1024
+    limit = int(mib * 1024 * 1024)
     with path.open("wb") as handle:
         handle.write(json.dumps(header).encode() + b"\n")
         written = number = 0
@@ -82,18 +85,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mib", type=int, default=64, help="size of each generated file")
     parser.add_argument("--quick", action="store_true", help="8 MiB files")
+    parser.add_argument(
+        "--shape", choices=("label", "tiny", "messages"), action="append", help="default: all three"
+    )
     args = parser.parse_args()
     mib = 8 if args.quick else args.mib
     with tempfile.TemporaryDirectory() as directory:
-        for shape in ("label", "tiny", "messages"):
+        for shape in args.shape or ("label", "tiny", "messages"):
             path = Path(directory) / f"{shape}.jsonl"
             lines = write_session(path, shape, mib)
             size = path.stat().st_size / 1024 / 1024
             _, _, peer_seconds, peer_rss = measure("peer", path)
             count, outcome, seconds, rss = measure("reader", path)
             print(
-                f"{shape:9} {size:6.1f} MiB {lines:>9} lines | peer {peer_rss:7.0f} MiB {peer_seconds:6.2f} s"
-                f" | read_pi_session {rss:7.0f} MiB ({rss / size:4.1f}x file, {rss / peer_rss:4.2f}x peer)"
+                f"{shape:9} {size:6.1f} MiB {lines:>9} lines"
+                f" | peer +{peer_rss:6.0f} MiB {peer_seconds:6.2f} s"
+                f" | read_pi_session +{rss:6.0f} MiB ({rss / size:4.1f}x file, {rss / peer_rss:4.2f}x peer)"
                 f" {seconds:6.2f} s ({seconds / peer_seconds:4.2f}x peer) {outcome} {count} entries"
             )
 

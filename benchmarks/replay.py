@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 
+from _plot import ReplayStep, write_replay_svg
 from make_coding_session import generate, read_session
 from pi_replay import replay_pi
 from task_replay import replay_task
@@ -125,6 +126,9 @@ def main() -> None:
     )
     parser.add_argument("--sample", type=int, default=80, help="--task: steps whose text is checked")
     parser.add_argument("--json", type=Path, default=None, help="--task: also write the table as JSON")
+    parser.add_argument(
+        "--plot", type=Path, default=None, help="write an SVG of tokens per step to this file"
+    )
     args = parser.parse_args()
 
     if args.task:
@@ -164,6 +168,7 @@ def main() -> None:
     previous_slide: list[CanonicalMessage] = []
     slide_tokens = {message.id: token for message, token in zip(history, token_of, strict=True)}
     state: PlanState | None = None
+    plotted: list[ReplayStep] = []  # for --plot
 
     def digest_plan(prefix: list[CanonicalMessage]) -> ContextPlan:
         nonlocal state
@@ -213,6 +218,7 @@ def main() -> None:
         )
         previous_slide = slide
         over.append(plan.manifest.native_tokens > hard_limit)
+        plotted.append(ReplayStep(plan.budget.total_tokens, plan.manifest.native_tokens, ratios[-1]))
 
     times.sort()
     ms = [t * 1000 for t in times]
@@ -240,6 +246,12 @@ def main() -> None:
         p50, p95 = ms[len(ms) // 2], ms[int(0.95 * (len(ms) - 1))]
         timing = f"{statistics.fmean(ms):.2f}/{p50:.2f}/{p95:.2f}/{ms[-1]:.2f}"
         print(f"{'plan time per step ms (mean/p50/p95/max)':<44}{timing:>16}")
+    if args.plot and plotted:
+        title = f"{source}: window {args.window:,}, {len(plotted)} steps"
+        write_replay_svg(args.plot, plotted, window=args.window, hard_limit=hard_limit, title=title)
+        print(f"plot: {args.plot}")
+    elif args.plot:
+        print("plot: not written, every step fell back")
 
 
 if __name__ == "__main__":

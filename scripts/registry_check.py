@@ -1,13 +1,22 @@
 """Prove a published release: download it from an index, verify it, install it clean, rerun conformance.
 
-Usage: ``registry_check.py 0.1.0 [--index-url https://pypi.org/simple/]``. Only an exact release version
-is accepted. For each of the three distributions it reads the index's project page, downloads that
-version's wheel with an isolated client (``pip download --isolated --no-deps --only-binary :all:``, so no
-local configuration, find-links or cache can answer instead of the index), and checks that the file's
-sha256 matches the index's ``#sha256=`` link, that its METADATA carries the right name and version, and that
-the adapters pin core exactly. It then creates a clean venv (``uv venv``), installs the third-party
-dependencies the wheels declare, installs the three downloaded wheels with no index at all, checks what
-got installed and runs ``ds4-context-conformance`` against the reference adapter from that venv.
+Usage: ``registry_check.py 0.1.0 [--index-url https://pypi.org/simple/] [--python 3.12 ...]``. Only an exact
+release version is accepted. For each of the three distributions it reads the index's project page,
+downloads that version's wheel with an isolated client (``pip download --isolated --no-deps --only-binary
+:all:``, so no local configuration, find-links or cache can answer instead of the index), and checks that
+the file's sha256 matches the index's ``#sha256=`` link, that its METADATA carries the right name and
+version, and that the adapters pin core exactly. It then creates a clean venv (``uv venv``), installs the
+third-party dependencies the wheels declare, installs the three downloaded wheels with no index at all,
+checks what got installed and runs ``ds4-context-conformance`` against the reference adapter from that venv.
+
+``--python`` (repeatable; default: the interpreter running the check) names the Pythons to install on,
+as ``uv venv --python`` takes them (``3.12``, a path). For each, core's wheel is downloaded for that
+Python's version (``--python-version``), so the cp312 and cp313 compiled wheels are fetched, verified and
+installed where they are listed, and each venv runs conformance.
+
+Each distribution's sdist must be listed too, with its sha256: it is downloaded, checked against the
+digest, built into a wheel (``uv build --wheel``, with the workspace's pinned build backend) and that
+wheel must hold exactly the released pure wheel's files, byte for byte.
 
 When the index also lists compiled core wheels (``cp311-cp311-manylinux_2_17_x86_64...``), one pure
 ``py3-none-any`` core wheel must still be listed (the fallback for every other platform); the download
@@ -22,7 +31,8 @@ sha256 is not listed, REG004 download failed, REG005 sha256 mismatch, REG006 nam
 REG007 sibling pin mismatch, REG008 install failed, REG009 installed version or location wrong, REG010
 conformance failed, REG011 environment problem (no uv, no venv), REG012 pip chose another core wheel than
 the one the index lists for this platform and Python (or for other platforms), REG013 the clean venv
-imports the privacy hot path from the wrong kind of module.
+imports the privacy hot path from the wrong kind of module, REG014 the version's sdist (or its sha256) is
+not listed, REG015 the wheel built from an sdist differs from the released wheel (or cannot be built).
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -48,9 +59,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _dists import WheelFile, read_wheel, sha256_file, sibling_pin_problems, third_party_requirements
-from _release import DISTRIBUTIONS, Distribution, ReleaseError, is_release_version, report
+from _release import DISTRIBUTIONS, ROOT, Distribution, ReleaseError, is_release_version, report
 
-__all__ = ["IndexFile", "Listing", "index_files", "main", "matches_this_interpreter", "registry_check"]
+__all__ = [
+    "IndexFile",
+    "Listing",
+    "index_files",
+    "main",
+    "matches_interpreter",
+    "matches_this_interpreter",
+    "registry_check",
+]
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 CONFORMANCE_TARGET = "ds4_context_reference_adapter:conformance_factory"
@@ -179,10 +198,15 @@ class Listing:
 
     pure: dict[str, IndexFile]
     compiled: tuple[IndexFile, ...]
+    sdists: dict[str, IndexFile]
 
     def for_this_interpreter(self) -> tuple[IndexFile, ...]:
         """The compiled core wheels this interpreter and platform can install."""
-        return tuple(f for f in self.compiled if matches_this_interpreter(f.filename))
+        return self.for_python(sys.version_info[:2])
+
+    def for_python(self, python: tuple[int, int]) -> tuple[IndexFile, ...]:
+        """The compiled core wheels CPython ``python`` (major, minor) can install on this platform."""
+        return tuple(f for f in self.compiled if matches_interpreter(f.filename, python))
 
 
 def _glibc() -> tuple[int, int] | None:
@@ -197,8 +221,13 @@ def _glibc() -> tuple[int, int] | None:
 def matches_this_interpreter(filename: str) -> bool:
     """Whether a CPython wheel's tags fit the running interpreter: its version and ABI, and a platform tag
     that is this machine's own or a manylinux policy its architecture and glibc satisfy."""
+    return matches_interpreter(filename, sys.version_info[:2])
+
+
+def matches_interpreter(filename: str, python: tuple[int, int]) -> bool:
+    """:func:`matches_this_interpreter` for CPython ``python`` (major, minor) on this machine."""
     match = _WHEEL_TAGS.fullmatch(filename)
-    ours = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    ours = f"cp{python[0]}{python[1]}"
     if match is None or sys.implementation.name != "cpython":
         return False
     if ours not in match["python"].split(".") or ours not in match["abi"].split("."):
@@ -225,13 +254,12 @@ def _listed_wheels(index_url: str, version: str) -> Listing:
     """Step 1: one pure wheel per distribution at ``version`` (core may add compiled ones), with sha256."""
     pure: dict[str, IndexFile] = {}
     compiled: list[IndexFile] = []
+    sdists: dict[str, IndexFile] = {}
     for dist in DISTRIBUTIONS:
         prefix = f"{dist.file_stem}-{version}-"
-        candidates = [
-            f
-            for f in index_files(index_url, dist)
-            if f.filename.startswith(prefix) and f.filename.endswith(".whl")
-        ]
+        files = index_files(index_url, dist)
+        candidates = [f for f in files if f.filename.startswith(prefix) and f.filename.endswith(".whl")]
+        sdist = [f for f in files if f.filename == f"{dist.file_stem}-{version}.tar.gz"]
         for candidate in candidates:
             if not candidate.sha256:
                 raise ReleaseError("REG003", f"{index_url}: {candidate.filename} is listed without #sha256=")
@@ -252,7 +280,12 @@ def _listed_wheels(index_url: str, version: str) -> Listing:
                 f"{', '.join(f.filename for f in candidates) or 'none'}",
             )
         pure[dist.name] = pure_ones[0]
-    return Listing(pure, tuple(compiled))
+        if len(sdist) != 1 or not sdist[0].sha256:
+            raise ReleaseError(
+                "REG014", f"{index_url}: expected the {dist.name} {version} sdist with a #sha256= digest"
+            )
+        sdists[dist.name] = sdist[0]
+    return Listing(pure, tuple(compiled), sdists)
 
 
 def _pip_download(index_url: str, requirements: list[str], dest: Path, *options: str) -> None:
@@ -329,13 +362,63 @@ def _download_and_verify(index_url: str, version: str, listing: Listing, downloa
     return wheels
 
 
-def _install_clean(wheels: list[WheelFile], version: str, work: Path, *, compiled: bool) -> Path:
+def _make_venv(python: str, venv: Path) -> tuple[Path, tuple[int, int]]:
+    """A clean venv on ``python`` (as ``uv venv --python`` takes it) and that Python's (major, minor)."""
+    _run(
+        [_uv(), "venv", "--no-config", "--python", python, str(venv)],
+        "REG011",
+        f"creating a venv on {python}",
+    )
+    interpreter = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    found = _run(
+        [str(interpreter), "-c", "import sys; print(sys.implementation.name, *sys.version_info[:2])"],
+        "REG011",
+        f"asking the {python} venv its version",
+    ).split()
+    if len(found) != 3 or found[0] != "cpython":
+        raise ReleaseError("REG011", f"{python} is not a CPython: the release has wheels for CPython")
+    return interpreter, (int(found[1]), int(found[2]))
+
+
+def _core_for(
+    index_url: str, version: str, listing: Listing, *, python: tuple[int, int], host: WheelFile, work: Path
+) -> tuple[WheelFile, bool]:
+    """Core's wheel for CPython ``python`` on this platform, downloaded for that version and verified, and
+    whether it is a compiled one. The host's own download stands for the running interpreter's version."""
+    core = DISTRIBUTIONS[0]
+    expected = listing.for_python(python) or (listing.pure[core.name],)
+    if python == sys.version_info[:2]:
+        return host, bool(listing.for_python(python))
+    dest = work / f"download-cp{python[0]}{python[1]}"
+    _pip_download(
+        index_url, [f"{core.name}=={version}"], dest, "--python-version", f"{python[0]}.{python[1]}"
+    )
+    path = _downloaded(dest, core, version)
+    listed = next((f for f in expected if f.filename == path.name), None)
+    if listed is None:
+        names = ", ".join(f.filename for f in expected)
+        raise ReleaseError(
+            "REG012",
+            f"pip downloaded {path.name} for CPython {python[0]}.{python[1]}; the index lists {names}",
+        )
+    wheel = read_wheel(path)
+    problems = _verify(wheel, core, version, listed)
+    if problems:
+        raise ReleaseError(problems[0].code, "; ".join(map(str, problems)))
+    return wheel, bool(listing.for_python(python))
+
+
+def _install_clean(
+    python: Path, wheels: list[WheelFile], version: str, work: Path, *, compiled: bool
+) -> Path:
     """Step 3: a clean venv gets the dependencies, then the downloaded wheels with no index at all;
     ``compiled``: the privacy hot path must be imported from core's extension module."""
     uv = _uv()
-    venv = work / "venv"
-    _run([uv, "venv", "--no-config", "--python", sys.executable, str(venv)], "REG011", "creating the venv")
-    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    venv = python.parent.parent
+    files = work / "install"
+    files.mkdir()
+    for wheel in wheels:
+        shutil.copy2(wheel.path, files / wheel.path.name)
     dependencies = third_party_requirements(wheels)
     if dependencies:
         _run(
@@ -346,8 +429,7 @@ def _install_clean(wheels: list[WheelFile], version: str, work: Path, *, compile
     _run(
         [
             uv, "pip", "install", "--python", str(python), "--no-config", "--no-index", "--no-cache",
-            "--find-links", str(wheels[0].path.parent),
-            *(f"{dist.name}=={version}" for dist in DISTRIBUTIONS),
+            "--find-links", str(files), *(f"{dist.name}=={version}" for dist in DISTRIBUTIONS),
         ],
         "REG008",
         "installing the downloaded wheels with no index",
@@ -377,6 +459,74 @@ def _install_clean(wheels: list[WheelFile], version: str, work: Path, *, compile
     return venv
 
 
+def _fetch(listed: IndexFile, dest: Path) -> Path:
+    """``listed`` downloaded into ``dest`` and checked against the index's sha256 (REG004, REG005)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / listed.filename
+    try:
+        with urllib.request.urlopen(listed.url, timeout=120) as response, path.open("wb") as out:  # noqa: S310
+            shutil.copyfileobj(response, out)
+    except (OSError, ValueError) as exc:
+        raise ReleaseError("REG004", f"cannot download {listed.filename}: {exc}") from exc
+    digest = sha256_file(path)
+    if digest != listed.sha256:
+        raise ReleaseError(
+            "REG005", f"{listed.filename}: sha256 {digest} differs from the index's {listed.sha256}"
+        )
+    return path
+
+
+def _members(path: Path) -> dict[str, str]:
+    import hashlib  # noqa: PLC0415 - only here
+    import zipfile  # noqa: PLC0415
+
+    with zipfile.ZipFile(path) as archive:
+        return {name: hashlib.sha256(archive.read(name)).hexdigest() for name in archive.namelist()}
+
+
+def _build_constraints(work: Path) -> list[str]:
+    """``--build-constraints`` with the workspace's pinned build backend, so the sdist builds as released."""
+    try:
+        with (ROOT / "pyproject.toml").open("rb") as handle:
+            pins = tomllib.load(handle)["tool"]["uv"]["build-constraint-dependencies"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return []
+    constraints = work / "build-constraints.txt"
+    constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
+    return ["--build-constraints", str(constraints)]
+
+
+def _verify_sdists(listing: Listing, version: str, work: Path) -> None:
+    """Last step: each sdist matches the index's sha256 and builds a wheel identical to the released one."""
+    work.mkdir(parents=True, exist_ok=True)
+    constraints = _build_constraints(work)
+    for dist in DISTRIBUTIONS:
+        sdist = _fetch(listing.sdists[dist.name], work / "sdists")
+        released = _fetch(listing.pure[dist.name], work / "released")
+        out = work / "from-sdist" / dist.name
+        _run(
+            [
+                _uv(), "build", str(sdist), "--wheel", "--no-config", "--python", sys.executable,
+                *constraints, "--out-dir", str(out),
+            ],
+            "REG015",
+            f"building a wheel from {sdist.name}",
+        )  # fmt: skip
+        built = sorted(out.glob("*.whl"))
+        if len(built) != 1 or built[0].name != released.name:
+            names = ", ".join(path.name for path in built) or "nothing"
+            raise ReleaseError("REG015", f"{sdist.name} built {names}, expected {released.name}")
+        ours, theirs = _members(built[0]), _members(released)
+        differing = sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
+        if differing:
+            shown = ", ".join(differing[:5]) + (
+                f" and {len(differing) - 5} more" if len(differing) > 5 else ""
+            )
+            raise ReleaseError(
+                "REG015", f"the wheel built from {sdist.name} differs from {released.name} in: {shown}"
+            )
+
+
 def _conformance(venv: Path, work: Path) -> None:
     """Step 4: the conformance command of the installed core passes for the installed reference adapter."""
     command = venv / ("Scripts" if os.name == "nt" else "bin") / "ds4-context-conformance"
@@ -398,8 +548,11 @@ def _conformance(venv: Path, work: Path) -> None:
         )
 
 
-def registry_check(version: str, index_url: str, work: Path) -> None:
-    """Run every step; raises :class:`ReleaseError` at the first failing one."""
+def registry_check(version: str, index_url: str, work: Path, pythons: Sequence[str] = ()) -> None:
+    """Run every step; raises :class:`ReleaseError` at the first failing one.
+
+    ``pythons``: the Pythons to install on (``uv venv --python`` values); empty means this interpreter.
+    """
     if not is_release_version(version):
         raise ReleaseError(
             "REG001", f"{version!r} is not an exact release version like 0.1.0 (no ranges, no 'latest')"
@@ -409,17 +562,27 @@ def registry_check(version: str, index_url: str, work: Path) -> None:
     _say(f"ok: the index lists one pure wheel with a sha256 for each of the three at {version}{extra}")
     wheels = _download_and_verify(index_url, version, listing, work / "download")
     _say("ok: downloaded wheels match the index's sha256, their names, versions and exact core pins")
-    compiled = bool(listing.for_this_interpreter())
-    if compiled:
+    if listing.for_this_interpreter():
         _say(f"ok: pip chose the compiled {wheels[0].path.name} for this platform and Python")
     if listing.compiled:
         _say(f"ok: for other platforms pip gets the pure {listing.pure[DISTRIBUTIONS[0].name].filename}")
-    venv = _install_clean(wheels, version, work, compiled=compiled)
-    _say(f"ok: installed {version} of all three into a clean venv from the downloaded files only")
-    kind = "compiled extension module" if compiled else "pure _privacy/_walk.py"
-    _say(f"ok: the clean venv imports the privacy hot path from the {kind}")
-    _conformance(venv, work)
-    _say(f"ok: conformance passes from the installed {version} wheels")
+    for number, python in enumerate(pythons or (sys.executable,)):
+        place = work / f"python-{number}"
+        place.mkdir()
+        interpreter, found = _make_venv(python, place / "venv")
+        label = f"CPython {found[0]}.{found[1]}"
+        core, compiled = _core_for(index_url, version, listing, python=found, host=wheels[0], work=place)
+        if compiled:
+            _say(f"ok: pip chose the compiled {core.path.name} for {label}")
+        venv = _install_clean(interpreter, [core, *wheels[1:]], version, place, compiled=compiled)
+        _say(f"ok: installed {version} of all three into a clean {label} venv from the downloaded files only")
+        kind = "compiled extension module" if compiled else "pure _privacy/_walk.py"
+        _say(f"ok: the clean venv imports the privacy hot path from the {kind} ({label})")
+        _conformance(venv, place)
+        _say(f"ok: conformance passes from the installed {version} wheels ({label})")
+    # last: a tampered wheel fails above with its own code before it could differ from its sdist here
+    _verify_sdists(listing, version, work / "sdist-check")
+    _say("ok: each sdist matches its sha256 and builds a wheel identical to the released one")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -429,11 +592,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--index-url", default=DEFAULT_INDEX, help=f"simple index URL (default: {DEFAULT_INDEX})"
     )
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        help="install and run conformance on this Python (uv venv --python; repeatable; default: this one)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory for inspection")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="ds4-registry-check-"))
     try:
-        registry_check(args.version, args.index_url, work)
+        registry_check(args.version, args.index_url, work, args.python)
     except ReleaseError as exc:
         return report([exc], ok="")
     finally:

@@ -77,7 +77,7 @@ def test_a_siblings_module_copied_inside_a_wheels_own_package_fails(dist_copy: P
 
 
 def test_a_siblings_data_file_copied_inside_a_wheels_own_package_fails(dist_copy: Path) -> None:
-    member = "ds4_context_core/_adapter/_conformance/fixture-v1.json"
+    member = "ds4_context_core/_adapter/_conformance/fixture-v2.json"
     fixture = _member(_wheel(dist_copy, "ds4_context_core"), member)
     _tamper(
         dist_copy, "ds4_context_reference_adapter", add={"ds4_context_reference_adapter/kit.json": fixture}

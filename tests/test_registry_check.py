@@ -113,8 +113,17 @@ def _wheels(dist: Path) -> list[Path]:
     return sorted(dist.glob("*.whl"))
 
 
+def _sdists(dist: Path) -> list[Path]:
+    return sorted(dist.glob("*.tar.gz"))
+
+
+def _release(dist: Path) -> list[Path]:
+    """What a release uploads: the wheels and the sdists."""
+    return [*_wheels(dist), *_sdists(dist)]
+
+
 def test_a_published_release_passes_the_registry_check(built_dist: Path, serve: Server) -> None:
-    index = serve(_wheels(built_dist))
+    index = serve(_release(built_dist))
     result = run_script("registry_check.py", workspace_version(), "--index-url", index)
     output = result.stdout + result.stderr
     assert "ok: the index lists one pure wheel with a sha256 for each of the three" in output
@@ -139,7 +148,7 @@ def test_this_platform_gets_the_compiled_core_wheel_and_others_the_pure_one(
 ) -> None:
     version = workspace_version()
     other = _for_another_python(manylinux_wheel, tmp_path / "other")
-    index = serve([*_wheels(built_dist), manylinux_wheel, other])
+    index = serve([*_release(built_dist), manylinux_wheel, other])
     result = run_script("registry_check.py", version, "--index-url", index)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
@@ -153,7 +162,7 @@ def test_this_platform_gets_the_compiled_core_wheel_and_others_the_pure_one(
 def test_compiled_core_wheels_without_the_pure_fallback_fail(
     built_dist: Path, manylinux_wheel: Path, serve: Server
 ) -> None:
-    files = [w for w in _wheels(built_dist) if not w.name.startswith("ds4_context_core-")]
+    files = [w for w in _release(built_dist) if not w.name.startswith("ds4_context_core-")]
     result = run_script(
         "registry_check.py", workspace_version(), "--index-url", serve([*files, manylinux_wheel])
     )
@@ -172,7 +181,7 @@ def test_a_compiled_wheel_that_imports_the_pure_module_fails(
     (tmp_path / "hollow").mkdir()
     hollow = repack_wheel(manylinux_wheel, tmp_path / "hollow" / manylinux_wheel.name, drop=extensions)
     result = run_script(
-        "registry_check.py", workspace_version(), "--index-url", serve([*_wheels(built_dist), hollow])
+        "registry_check.py", workspace_version(), "--index-url", serve([*_release(built_dist), hollow])
     )
     assert result.returncode == 1
     assert f"ok: pip chose the compiled {hollow.name}" in result.stdout
@@ -221,7 +230,7 @@ def test_a_wrong_core_pin_on_the_index_fails(built_dist: Path, serve: Server, tm
             files.append(rewrite_wheel(wheel, tampered / wheel.name, replace={member: metadata.encode()}))
         else:
             files.append(wheel)
-    result = run_script("registry_check.py", version, "--index-url", serve(files))
+    result = run_script("registry_check.py", version, "--index-url", serve([*files, *_sdists(built_dist)]))
     assert result.returncode == 1
     assert "error REG007:" in result.stderr
     assert "ds4-context-core==0.0.9" in result.stderr
@@ -241,7 +250,7 @@ def test_a_wheel_whose_metadata_disagrees_with_its_name_fails(
             files.append(rewrite_wheel(wheel, tampered / wheel.name, replace={member: metadata.encode()}))
         else:
             files.append(wheel)
-    result = run_script("registry_check.py", version, "--index-url", serve(files))
+    result = run_script("registry_check.py", version, "--index-url", serve([*files, *_sdists(built_dist)]))
     assert result.returncode == 1
     # pip itself refuses a wheel whose METADATA contradicts its file name; either way it must fail here.
     assert "error REG004:" in result.stderr or "error REG006:" in result.stderr
@@ -249,7 +258,7 @@ def test_a_wheel_whose_metadata_disagrees_with_its_name_fails(
 
 
 def test_a_release_missing_one_distribution_fails(built_dist: Path, serve: Server) -> None:
-    files = [w for w in _wheels(built_dist) if not w.name.startswith("ds4_context_engine-")]
+    files = [w for w in _release(built_dist) if not w.name.startswith("ds4_context_engine-")]
     result = run_script("registry_check.py", workspace_version(), "--index-url", serve(files))
     assert result.returncode == 1
     assert "error REG003:" in result.stderr
@@ -257,7 +266,7 @@ def test_a_release_missing_one_distribution_fails(built_dist: Path, serve: Serve
 
 
 def test_a_version_that_was_never_published_fails(built_dist: Path, serve: Server) -> None:
-    result = run_script("registry_check.py", "9.9.9", "--index-url", serve(_wheels(built_dist)))
+    result = run_script("registry_check.py", "9.9.9", "--index-url", serve(_release(built_dist)))
     assert result.returncode == 1
     assert "error REG003:" in result.stderr
 
@@ -304,7 +313,8 @@ def test_a_release_whose_adapter_fails_conformance_fails(
             files.append(rewrite_wheel(wheel, tampered / wheel.name, replace={member: broken.encode()}))
         else:
             files.append(wheel)
-    result = run_script("registry_check.py", workspace_version(), "--index-url", serve(files))
+    index = serve([*files, *_sdists(built_dist)])
+    result = run_script("registry_check.py", workspace_version(), "--index-url", index)
     assert result.returncode == 1
     assert "ok: installed" in result.stdout
     assert "error REG010:" in result.stderr

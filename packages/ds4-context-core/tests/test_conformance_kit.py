@@ -34,6 +34,7 @@ from ds4_context_core.conformance import (
     CONFORMANCE_CASE_IDS,
     CONFORMANCE_FAILURE_CODES,
     CONFORMANCE_FAILURE_DETAILS,
+    CONFORMANCE_HISTORY_PARTS,
     ConformanceCaseResult,
     ConformanceFixture,
     ConformanceReport,
@@ -199,12 +200,12 @@ class DropsFlags(MemoryAdapter):
 class SplitsToolGroup(MemoryAdapter):
     def _build_snapshot(self) -> Any:
         snapshot = super()._build_snapshot()
-        (group,) = snapshot.tool_atomic_groups
+        group, *others = snapshot.tool_atomic_groups
         halves = tuple(
             msgspec.structs.replace(group, id=f"{group.id}-{index}", message_ids=(message_id,))
             for index, message_id in enumerate(group.message_ids)
         )
-        return msgspec.structs.replace(snapshot, tool_atomic_groups=halves)
+        return msgspec.structs.replace(snapshot, tool_atomic_groups=(*halves, *others))
 
 
 class WrongRoot(MemoryAdapter):
@@ -301,7 +302,7 @@ BROKEN = [
     (SendsAfterSanitizerError, "privacy", "transport-called-after-privacy-failure"),
     (RaisesFromComplete, "fallback", None),
     (InventsHistory, "canonical-history", "history-messages-mismatch"),
-    (DropsFlags, "canonical-history", "history-messages-mismatch"),
+    (DropsFlags, "canonical-history", "history-flags-lost"),
     (SplitsToolGroup, "canonical-history", "history-invalid"),
     (WrongRoot, "identity", "trusted-root-mismatch"),
     (ShutdownNotIdempotent, "lifecycle", None),
@@ -327,12 +328,20 @@ def _probe_free(report: ConformanceReport) -> None:
         *CONFORMANCE_CASE_IDS,
         *CONFORMANCE_FAILURE_CODES,
         *CONFORMANCE_FAILURE_DETAILS,
-        "runtime-adapter-conformance-v1",
+        "runtime-adapter-conformance-v2",
+        "runtime-adapter-conformance-fixture-v2",
         "runtime-adapter-v1",
+        *CONFORMANCE_HISTORY_PARTS,
         report.factory_name,
     }
     decoded = json.loads(encoded)
-    strings = {decoded["version"], decoded["contractVersion"], decoded["factoryName"]}
+    strings = {
+        decoded["version"],
+        decoded["contractVersion"],
+        decoded["factoryName"],
+        decoded["fixtureVersion"],
+    }
+    strings.update(decoded["skippedParts"])
     for case in decoded["cases"]:
         strings.update(value for value in case.values() if isinstance(value, str))
     assert strings <= allowed_strings
@@ -349,7 +358,9 @@ async def test_correct_in_memory_adapter_passes_all_seven_checks(anyio_backend: 
     assert [case.id for case in report.cases] == list(CONFORMANCE_CASE_IDS)
     assert [case.passed for case in report.cases] == [True] * 7
     assert report.passed is True
-    assert report.version == "runtime-adapter-conformance-v1"
+    assert report.version == "runtime-adapter-conformance-v2"
+    assert report.fixture_version == "runtime-adapter-conformance-fixture-v2"
+    assert report.skipped_parts == ()
     assert report.contract_version == "runtime-adapter-v1"
     assert report.factory_name == "memory"
     assert assert_runtime_adapter_conformance(report) is report
@@ -438,7 +449,7 @@ def test_an_async_factory_and_async_cleanup_are_awaited() -> None:
 
 def test_assert_rejects_a_report_that_claims_to_pass_with_missing_cases() -> None:
     forged = ConformanceReport(
-        version="runtime-adapter-conformance-v1",
+        version="runtime-adapter-conformance-v2",
         contract_version="runtime-adapter-v1",
         factory_name="forged",
         passed=True,
@@ -449,9 +460,9 @@ def test_assert_rejects_a_report_that_claims_to_pass_with_missing_cases() -> Non
     assert raised.value.code == "runtime-adapter-conformance-failed"
 
 
-def test_fixture_matches_the_published_v1_fixture() -> None:
+def test_fixture_matches_the_published_v2_fixture() -> None:
     fixture = load_conformance_fixture()
-    assert fixture.version == "runtime-adapter-conformance-fixture-v1"
+    assert fixture.version == "runtime-adapter-conformance-fixture-v2"
     assert fixture.runtime_id == "conformance-runtime"
     assert fixture.session_id == "runtime-adapter-conformance-session"
     assert json.loads(msgspec.json.encode(fixture.model)) == {
@@ -459,27 +470,191 @@ def test_fixture_matches_the_published_v1_fixture() -> None:
         "id": "conformance-model",
         "contextWindow": 32768,
         "maxTokens": 4096,
-        "reasoning": False,
-        "input": ["text"],
+        "reasoning": True,
+        "input": ["text", "image"],
     }
-    assert fixture.message_ids == tuple(
-        f"runtime-adapter-conformance-session:{entry}"
-        for entry in ("entry-user", "entry-call", "entry-result", "entry-assistant")
-    )
-    call = fixture.messages[1].blocks[0]
+    entries = (
+        "entry-system", "entry-user", "entry-call", "entry-result", "entry-assistant", "entry-image",
+        "entry-thinking", "entry-parallel-call", "entry-parallel-result-a", "entry-parallel-result-b",
+        "entry-pinned", "entry-local", "entry-answer",
+    )  # fmt: skip
+    assert fixture.message_ids == tuple(f"runtime-adapter-conformance-session:{entry}" for entry in entries)
+    by_entry = {message.source_entry_id: message for message in fixture.messages}
+    call = by_entry["entry-call"].blocks[0]
     assert msgspec.to_builtins(call) == {
         "type": "toolCall",
         "id": "tool-call-1",
         "name": "read",
         "arguments": {"path": "src/index.ts"},
     }
-    result = fixture.messages[2].blocks[0]
-    assert getattr(result, "content", None) == "export const ready = true;"
+    assert getattr(by_entry["entry-result"].blocks[0], "content", None) == "export const ready = true;"
+    assert by_entry["entry-system"].role == "system"
+    assert [_kind(block) for block in by_entry["entry-image"].blocks] == ["text", "image"]
+    assert [_kind(block) for block in by_entry["entry-thinking"].blocks] == ["thinking", "text"]
+    assert by_entry["entry-parallel-call"].tool_call_ids == ("tool-call-2", "tool-call-3")
+    assert getattr(by_entry["entry-parallel-result-b"].blocks[0], "is_error", None) is True
+    assert by_entry["entry-pinned"].flags == MessageFlags(pinned=True)
+    assert by_entry["entry-local"].flags == MessageFlags(local_only=True)
     assert {message.provenance.source for message in fixture.messages} == {"runtime-session"}
+    assert {message.provenance.runtime_id for message in fixture.messages} == {"conformance-runtime"}
     assert fixture.transport_output == {"role": "assistant", "content": "conformance completion"}
-    (group,) = fixture.tool_atomic_groups()
-    assert group.complete is True
-    assert group.tool_call_ids == ("tool-call-1",)
+    first, parallel = fixture.tool_atomic_groups()
+    assert first.complete
+    assert first.tool_call_ids == ("tool-call-1",)
+    assert parallel.complete
+    assert parallel.tool_call_ids == ("tool-call-2", "tool-call-3")
+    assert len(parallel.message_ids) == 3
+    assert tuple(fixture.parts) == CONFORMANCE_HISTORY_PARTS
+    # every part's messages exist, and no message belongs to two parts
+    listed = [message_id for ids in fixture.parts.values() for message_id in ids]
+    assert len(listed) == len(set(listed))
+    assert set(listed) <= set(fixture.message_ids)
+
+
+# --- the v2 fixture's parts: an adapter that loses one fails, one that declares it cannot carry it skips it
+
+
+def _replace_messages(snapshot: Any, change: Any) -> Any:
+    """The snapshot rebuilt over the changed messages (so its tool groups still fit them)."""
+    changed = (change(message) for message in snapshot.messages)
+    return build_runtime_history_snapshot(
+        runtime_id=snapshot.runtime_id,
+        session_id=snapshot.session_id,
+        revision=snapshot.revision,
+        project_root=snapshot.project_root,
+        messages=tuple(message for message in changed if message is not None),
+    )
+
+
+def _kind(block: Any) -> str:
+    return str(block.__struct_config__.tag)
+
+
+def _losing(change: Any) -> type[MemoryAdapter]:
+    class Loses(MemoryAdapter):
+        def _build_snapshot(self) -> Any:
+            return _replace_messages(super()._build_snapshot(), change)
+
+    return Loses
+
+
+def _without_blocks(kind: str) -> Any:
+    def change(message: Any) -> Any:
+        kept = tuple(block for block in message.blocks if _kind(block) != kind)
+        return msgspec.structs.replace(message, blocks=kept) if kept else None
+
+    return change
+
+
+def _second_parallel_call_dropped(message: Any) -> Any:
+    if message.source_entry_id == "entry-parallel-call":
+        return msgspec.structs.replace(message, blocks=message.blocks[:1])
+    return None if message.source_entry_id == "entry-parallel-result-b" else message
+
+
+def _flag_cleared(name: str) -> Any:
+    def change(message: Any) -> Any:
+        if getattr(message.flags, name):
+            return msgspec.structs.replace(
+                message, flags=msgspec.structs.replace(message.flags, **{name: None})
+            )
+        return message
+
+    return change
+
+
+def _system_as_user(message: Any) -> Any:
+    return msgspec.structs.replace(message, role="user") if message.role == "system" else message
+
+
+def _provenance_of_another_entry(message: Any) -> Any:
+    if message.source_entry_id != "entry-answer":
+        return message
+    moved = msgspec.structs.replace(message.provenance, entry_id="entry-elsewhere")
+    return msgspec.structs.replace(message, source_entry_id="entry-elsewhere", provenance=moved)
+
+
+def _provenance_of_another_runtime(message: Any) -> Any:
+    moved = msgspec.structs.replace(message.provenance, runtime_id="another-runtime")
+    return msgspec.structs.replace(message, provenance=moved)
+
+
+LOSSES = [
+    ("image", _without_blocks("image"), "history-image-lost"),
+    ("thinking", _without_blocks("thinking"), "history-thinking-lost"),
+    ("parallel", _second_parallel_call_dropped, "history-parallel-tool-calls-lost"),
+    ("system-as-user", _system_as_user, "history-system-lost"),
+    ("pinned", _flag_cleared("pinned"), "history-pinned-flag-lost"),
+    ("local-only", _flag_cleared("local_only"), "history-local-only-flag-lost"),
+    ("entry-id", _provenance_of_another_entry, "history-provenance-mismatch"),
+    # the snapshot validator itself refuses provenance naming another runtime
+    ("runtime-id", _provenance_of_another_runtime, "history-invalid"),
+]
+
+
+@pytest.mark.parametrize(("name", "change", "detail"), LOSSES, ids=[loss[0] for loss in LOSSES])
+def test_an_adapter_that_loses_a_part_of_the_fixture_fails_naming_it(
+    name: str, change: Any, detail: str
+) -> None:
+    report = run_runtime_adapter_conformance_sync(_factory(_losing(change), name))
+    failed = report.failed_cases()
+    assert [(case.id, case.failure_code, case.detail) for case in failed] == [
+        ("canonical-history", "canonical-history-assertion-failed", detail)
+    ]
+    assert report.skipped_parts == ()
+    _probe_free(report)
+
+
+def test_the_system_message_dropped_whole_fails_too() -> None:
+    drops = _losing(lambda message: None if message.role == "system" else message)
+    report = run_runtime_adapter_conformance_sync(_factory(drops, "drops-system"))
+    assert [case.detail for case in report.failed_cases()] == ["history-system-lost"]
+
+
+def _declaring(parts: Any, adapter_class: type[MemoryAdapter] = MemoryAdapter) -> Any:
+    factory = _factory(adapter_class, "declares")
+    return SimpleConformanceFactory(name="declares", create=factory.create, unsupported_history_parts=parts)
+
+
+def test_a_declared_unsupported_part_is_left_out_of_the_fixture_and_reported_skipped() -> None:
+    seen: list[ConformanceFixture] = []
+    inner = _factory()
+
+    def create(fixture: ConformanceFixture, transport: ConformanceTransport) -> Any:
+        seen.append(fixture)
+        return inner.create(fixture, transport)
+
+    factory = SimpleConformanceFactory(
+        name="no-images", create=create, unsupported_history_parts=frozenset({"image", "system"})
+    )
+    report = run_runtime_adapter_conformance_sync(factory)
+    assert report.passed
+    assert report.skipped_parts == ("system", "image")  # in CONFORMANCE_HISTORY_PARTS order
+    assert len(seen) == 7
+    full = load_conformance_fixture()
+    for fixture in seen:
+        assert full.parts["image"][0] not in fixture.message_ids
+        assert full.parts["system"][0] not in fixture.message_ids
+        assert len(fixture.messages) == len(full.messages) - 2
+        assert set(fixture.parts) == set(CONFORMANCE_HISTORY_PARTS) - {"image", "system"}
+    _probe_free(report)
+    assert "skippedParts" in msgspec.json.encode(report).decode()
+
+
+def test_a_declared_skip_covers_only_its_own_part() -> None:
+    # an adapter that cannot carry images but also loses thinking blocks still fails on thinking
+    report = run_runtime_adapter_conformance_sync(
+        _declaring(frozenset({"image"}), _losing(_without_blocks("thinking")))
+    )
+    assert [case.detail for case in report.failed_cases()] == ["history-thinking-lost"]
+    assert report.skipped_parts == ("image",)
+
+
+@pytest.mark.parametrize("parts", [frozenset({"videos", "everything"}), 42, ("image", 7)])
+def test_unknown_or_malformed_declarations_skip_nothing_unknown(parts: Any) -> None:
+    report = run_runtime_adapter_conformance_sync(_declaring(parts, _losing(_without_blocks("thinking"))))
+    assert [case.detail for case in report.failed_cases()] == ["history-thinking-lost"]
+    assert set(report.skipped_parts) <= {"image"}
 
 
 # --- the console command ------------------------------------------------------------------------------------
@@ -491,6 +666,9 @@ def conformance_factory() -> SimpleConformanceFactory:
 
 
 broken_factory = _factory(ReadsAfterShutdown, "cli-broken")
+no_system_factory = SimpleConformanceFactory(
+    name="cli-no-system", create=_factory().create, unsupported_history_parts=frozenset({"system"})
+)
 
 
 @pytest.fixture
@@ -515,6 +693,18 @@ def test_cli_exit_code_one_on_failure_and_text_table(
     assert "lifecycle" in out
     assert "lifecycle-assertion-failed (closed-history-readable)" in out
     assert "FAILED (6/7 cases)" in out
+
+
+def test_cli_names_the_skipped_parts_above_the_cases(
+    importable_tests: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([f"{importable_tests}:no_system_factory"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "fixture=runtime-adapter-conformance-fixture-v2" in lines[0]
+    assert lines[1] == "  skipped (the factory says its runtime cannot carry them): system"
+    assert lines[-1] == "result: passed (7/7 cases)"
+    assert main([f"{importable_tests}:no_system_factory", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["skippedParts"] == ["system"]
 
 
 @pytest.mark.parametrize(

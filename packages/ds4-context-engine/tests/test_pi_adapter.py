@@ -22,7 +22,9 @@ from ds4_context_core.adapter import (
     EmbeddingPort,
 )
 from ds4_context_core.conformance import (
+    ConformanceTransport,
     assert_runtime_adapter_conformance,
+    load_conformance_fixture,
     run_runtime_adapter_conformance_sync,
 )
 from ds4_context_engine._exceptions import PiSessionError, UntrustedPathError
@@ -65,6 +67,29 @@ def test_the_pi_adapter_passes_the_conformance_kit(backend):
         "fallback",
         "lifecycle",
     ]
+    # a Pi file has no system message, and the snapshot no pins or local-only marks: skipped, and said so
+    assert report.skipped_parts == ("system", "pinned-flag", "local-only-flag")
+    assert report.fixture_version == "runtime-adapter-conformance-fixture-v2"
+
+
+def test_the_pi_adapter_carries_images_thinking_and_parallel_tool_calls_of_the_v2_fixture(tmp_path):
+    """What the Pi form can hold comes back exactly; an adapter that lost it would fail the kit."""
+    fixture = load_conformance_fixture().without(frozenset({"system", "pinned-flag", "local-only-flag"}))
+    subject = pi_session_conformance_factory().create(fixture, ConformanceTransport({}))
+    try:
+        snapshot = subject.adapter.snapshot_history()
+        got = {message.source_entry_id: message for message in snapshot.messages}
+        for part in ("image", "thinking", "parallel-tool-calls"):
+            for message_id in fixture.parts[part]:
+                want = next(message for message in fixture.messages if message.id == message_id)
+                assert got[want.source_entry_id].blocks == want.blocks
+                assert got[want.source_entry_id].flags == want.flags
+        parallel = [group for group in snapshot.tool_atomic_groups if len(group.tool_call_ids) == 2]
+        assert [group.tool_call_ids for group in parallel] == [("tool-call-2", "tool-call-3")]
+    finally:
+        anyio.run(subject.adapter.shutdown)
+        assert subject.cleanup is not None
+        subject.cleanup()
 
 
 def test_snapshot_revision_is_sha256_of_stable_json_of_leaf_and_entries(tmp_path):

@@ -39,6 +39,7 @@ def test_all_seven_cases_pass_and_scratch_directories_are_removed(backend, tmp_p
     assert_runtime_adapter_conformance(report)
     assert [case.id for case in report.cases] == list(CONFORMANCE_CASE_IDS)
     assert report.factory_name == "ds4-context-reference-adapter"
+    assert report.skipped_parts == ()  # canonical records carry every part of the v2 fixture
     assert _scratch_dirs() == set()
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from ._adapter._conformance._cli import load_conformance_factory, main
 from ._adapter._conformance._fixture import (
     CONFORMANCE_FIXTURE_VERSION,
+    CONFORMANCE_HISTORY_PARTS,
     ConformanceFixture,
     ConformanceTransport,
     load_conformance_fixture,
@@ -46,6 +47,7 @@ __all__ = [
     "CONFORMANCE_FAILURE_CODES",
     "CONFORMANCE_FAILURE_DETAILS",
     "CONFORMANCE_FIXTURE_VERSION",
+    "CONFORMANCE_HISTORY_PARTS",
     "CONFORMANCE_REPORT_VERSION",
     "ConformanceCaseResult",
     "ConformanceFactory",

@@ -16,13 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
 import msgspec
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperGroup
 
 from ds4_context_core import Ds4ContextError, ModelDescriptor
 
+from ._cli_rich import Console, Table, escape  # rich itself only when a table is drawn
 from ._version import __version__
 from .cli import DEMO_WINDOW_TOKENS, EXIT_ERROR, EXIT_FAILED, EXIT_FALLBACK, EXIT_INTERNAL, EXIT_USAGE
 
@@ -597,11 +595,19 @@ def _print_planned(workspace: "ContextWorkspace", plan: Any, as_json: bool) -> N
 @_session_command("plan", panel=_START, options=(*_PLANNING, "retrieve", "digest"), printer=_print_planned)
 def plan_command(workspace: "ContextWorkspace") -> Any:
     """Plan the session for a model: what is kept, trimmed, receipted and left out, and why."""
+    if not _stderr_may_be_terminal():  # a pipe or a log gets the result only, without loading rich
+        return workspace.plan()
     progress = Console(stderr=True)
-    if not progress.is_terminal:  # a pipe or a log gets the result only
+    if not progress.is_terminal:
         return workspace.plan()
     with progress.status(f"planning {len(workspace.context.messages):,} messages", spinner="dots"):
         return workspace.plan()
+
+
+def _stderr_may_be_terminal() -> bool:
+    """False when rich would surely see no terminal on stderr (see ``Console.is_terminal``)."""
+    forced = os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR") is not None
+    return forced or sys.stderr.isatty()
 
 
 def _short(message_id: str) -> str:
@@ -738,6 +744,8 @@ def _print_conformance(console: Console, report: Any) -> None:
     for case in report.cases:
         table.add_row(case.id, "[green]pass[/green]" if case.passed else f"[red]{case.failure_code}[/red]")
     console.print(table)
+    if report.skipped_parts:
+        console.print("skipped (the adapter cannot carry them): " + ", ".join(report.skipped_parts))
     console.print("[bold green]passed[/bold green]" if report.passed else "[bold red]failed[/bold red]")
 
 

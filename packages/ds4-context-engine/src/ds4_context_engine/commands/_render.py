@@ -7,12 +7,12 @@ a record with a ``text_line`` property is that line.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
-from rich.console import Group, RenderableType
-from rich.markup import escape
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 __all__ = ["render_json", "render_rich", "render_text"]
 
@@ -93,6 +93,11 @@ def render_text(result: msgspec.Struct) -> str:
 
 def render_rich(result: msgspec.Struct) -> RenderableType:
     """Rich tables for the CLI: one key/value table, then one table per list of records."""
+    # rich is imported here, not at the top: ``--json`` and a host's text view never load it
+    from rich.console import Group  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
     command = getattr(result, "command", type(result).__name__)
     summary = Table(title=f"/context {command}", show_header=False, title_justify="left")
     summary.add_column("field", style="bold")

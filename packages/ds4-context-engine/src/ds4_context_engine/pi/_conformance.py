@@ -2,6 +2,11 @@
 
 Each case gets a fresh private temporary directory holding one v3 session file whose entries carry the
 fixture's entry ids; the directory is the trusted root and is removed afterwards.
+
+A Pi session has no system message (Pi's system prompt lives in the agent, not in the file), and the
+adapter's snapshot carries no pins or local-only marks (pins are ds4-context's derived state, replayed
+by the CLI's workspace): the factory declares those three parts of the fixture unsupported, and the
+kit's report lists them as skipped.
 """
 
 from __future__ import annotations
@@ -24,9 +29,14 @@ if TYPE_CHECKING:  # the kit is imported only when a factory is asked for
         SimpleConformanceFactory,
     )
 
-__all__ = ["PI_CONFORMANCE_FACTORY_NAME", "pi_session_conformance_factory"]
+__all__ = [
+    "PI_CONFORMANCE_FACTORY_NAME",
+    "PI_CONFORMANCE_UNSUPPORTED_PARTS",
+    "pi_session_conformance_factory",
+]
 
 PI_CONFORMANCE_FACTORY_NAME: Final = "ds4-context-engine.pi"
+PI_CONFORMANCE_UNSUPPORTED_PARTS: Final = frozenset({"system", "pinned-flag", "local-only-flag"})
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -80,4 +90,8 @@ def pi_session_conformance_factory() -> SimpleConformanceFactory:
     """The factory ``ds4-context conformance`` runs; also usable as ``package.module:factory`` target."""
     from ds4_context_core.conformance import SimpleConformanceFactory  # noqa: PLC0415
 
-    return SimpleConformanceFactory(name=PI_CONFORMANCE_FACTORY_NAME, create=_create)
+    return SimpleConformanceFactory(
+        name=PI_CONFORMANCE_FACTORY_NAME,
+        create=_create,
+        unsupported_history_parts=PI_CONFORMANCE_UNSUPPORTED_PARTS,
+    )

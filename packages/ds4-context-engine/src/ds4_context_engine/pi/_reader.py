@@ -553,7 +553,13 @@ def open_pi_session_file(path: Path, max_bytes: int = DEFAULT_MAX_PI_SESSION_BYT
 
 def _read_regular_file(path: Path, max_bytes: int) -> bytes:
     with open_pi_session_file(path, max_bytes) as handle:
-        return handle.read(max_bytes + 1)
+        # Ask for the size fstat saw (plus one byte, to see a file that grew past the cap), not for
+        # max_bytes: a read of n bytes allocates n first, 256 MiB for every small session.
+        expected = os.fstat(handle.fileno()).st_size
+        data = handle.read(min(expected, max_bytes) + 1)
+        if len(data) > expected and len(data) <= max_bytes:  # grew while being read: take the rest too
+            data += handle.read(max_bytes + 1 - len(data))
+        return data
 
 
 def read_pi_session(

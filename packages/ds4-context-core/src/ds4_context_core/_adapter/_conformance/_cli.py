@@ -98,7 +98,14 @@ def load_conformance_factory(target: str) -> ConformanceFactory:
 
 
 def _render(report: ConformanceReport) -> str:
-    lines = [f"{report.version}  contract={report.contract_version}  factory={report.factory_name}"]
+    lines = [
+        f"{report.version}  contract={report.contract_version}  factory={report.factory_name}"
+        f"  fixture={report.fixture_version}"
+    ]
+    if report.skipped_parts:  # said before the cases: a pass below covers the rest of the fixture only
+        lines.append(
+            "  skipped (the factory says its runtime cannot carry them): " + ", ".join(report.skipped_parts)
+        )
     for case in report.cases:
         if case.passed:
             lines.append(f"  {case.id:<18} passed")

@@ -3,6 +3,10 @@
 Every case gets a fresh adapter from the factory, so one broken behaviour fails exactly the case that
 exercises it. A report holds case ids, booleans and fixed codes only: probe values, payloads and
 exception messages never enter it.
+
+A factory whose runtime has no form for a part of the fixture (a system message, an image ...) names it
+in ``unsupported_history_parts``; every case then runs on the fixture without that part's messages, and
+the report lists the part in ``skipped_parts``, so a pass never hides what was not checked.
 """
 
 from __future__ import annotations
@@ -32,10 +36,16 @@ from ds4_context_core._adapter._types import (
     RuntimeAdapter,
 )
 from ds4_context_core._exceptions import AdapterClosedError, ConformanceError
-from ds4_context_core._history._model import RuntimeHistorySnapshot
+from ds4_context_core._history._model import CanonicalMessage, RuntimeHistorySnapshot
 from ds4_context_core._history._validation import validate_runtime_history_snapshot
 
-from ._fixture import ConformanceFixture, ConformanceTransport, load_conformance_fixture
+from ._fixture import (
+    CONFORMANCE_FIXTURE_VERSION,
+    CONFORMANCE_HISTORY_PARTS,
+    ConformanceFixture,
+    ConformanceTransport,
+    load_conformance_fixture,
+)
 
 __all__ = [
     "CONFORMANCE_CASE_IDS",
@@ -52,7 +62,7 @@ __all__ = [
     "run_runtime_adapter_conformance_sync",
 ]
 
-CONFORMANCE_REPORT_VERSION: Final = "runtime-adapter-conformance-v1"
+CONFORMANCE_REPORT_VERSION: Final = "runtime-adapter-conformance-v2"
 CONFORMANCE_CASE_IDS: Final = (
     "identity",
     "capabilities",
@@ -80,10 +90,18 @@ CONFORMANCE_FAILURE_DETAILS: Final = (
     "diagnostics-contain-payload",
     "diagnostics-contain-probe",
     "exception",
+    "history-flags-lost",
     "history-identity-mismatch",
+    "history-image-lost",
     "history-invalid",
+    "history-local-only-flag-lost",
     "history-messages-mismatch",
     "history-not-deterministic",
+    "history-parallel-tool-calls-lost",
+    "history-pinned-flag-lost",
+    "history-provenance-mismatch",
+    "history-system-lost",
+    "history-thinking-lost",
     "history-unavailable-after-failure",
     "identity-invalid",
     "invalid-request-not-rejected",
@@ -123,13 +141,19 @@ class ConformanceCaseResult(msgspec.Struct, frozen=True, kw_only=True, rename="c
 
 
 class ConformanceReport(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """``runtime-adapter-conformance-v1``: passed only with exactly the seven cases, all passing."""
+    """``runtime-adapter-conformance-v2``: passed only with exactly the seven cases, all passing.
+
+    ``skipped_parts`` names the parts of :data:`CONFORMANCE_HISTORY_PARTS` the factory declared it cannot
+    carry: no case saw them, so the pass says nothing about them.
+    """
 
     version: str
     contract_version: str
     factory_name: str
     passed: bool
     cases: tuple[ConformanceCaseResult, ...]
+    fixture_version: str = CONFORMANCE_FIXTURE_VERSION
+    skipped_parts: tuple[str, ...] = ()
 
     def failed_cases(self) -> tuple[ConformanceCaseResult, ...]:
         """The cases that did not pass, in case order."""
@@ -148,7 +172,9 @@ class ConformanceSubject:
 class ConformanceFactory(Protocol):
     """Builds a fresh adapter over the fixture's history with ``transport`` as its provider boundary.
 
-    ``create`` may be a plain function or a coroutine function. It is called once per case.
+    ``create`` may be a plain function or a coroutine function. It is called once per case. A factory may
+    also have ``unsupported_history_parts``: names from :data:`CONFORMANCE_HISTORY_PARTS` its runtime has
+    no form for (the Protocol leaves it out, as it is optional).
     """
 
     @property
@@ -165,10 +191,11 @@ class ConformanceFactory(Protocol):
 
 @dataclass(frozen=True)
 class SimpleConformanceFactory:
-    """A factory from a name and a ``create(fixture, transport)`` callable."""
+    """A factory from a name, a ``create(fixture, transport)`` callable and the parts it cannot carry."""
 
     name: str
     create: Callable[[ConformanceFixture, ConformanceTransport], Any]
+    unsupported_history_parts: frozenset[str] = frozenset()
 
 
 class _CheckFailedError(Exception):
@@ -280,22 +307,41 @@ def _snapshot(adapter: RuntimeAdapter) -> RuntimeHistorySnapshot:
     return snapshot
 
 
-def _history_matches(snapshot: RuntimeHistorySnapshot, fixture: ConformanceFixture) -> bool:
-    if len(snapshot.messages) != len(fixture.messages):
-        return False
-    for got, want in zip(snapshot.messages, fixture.messages, strict=True):
-        if (
-            got.id != want.id
-            or got.role != want.role
-            or got.blocks != want.blocks
-            or got.source_entry_id != want.source_entry_id
-            or got.provenance.session_id != want.provenance.session_id
-            or got.provenance.entry_id != want.provenance.entry_id
-            # Flags carry meaning (atomic tool pairs, pinned, local-only): an adapter may not drop them.
-            or got.flags != want.flags
+def _provenance_matches(got: CanonicalMessage, want: CanonicalMessage, runtime_id: str) -> bool:
+    """Same session and entry; a runtime id, when the adapter sets one, is the snapshot's own.
+
+    The ``source`` and ``original_role`` may be the runtime's own words (``pi-session``, ``toolResult``).
+    """
+    provenance = got.provenance
+    return (
+        provenance.session_id == want.provenance.session_id
+        and provenance.entry_id == want.provenance.entry_id == got.source_entry_id
+        and provenance.runtime_id in (None, runtime_id)
+    )
+
+
+def _history_mismatch(snapshot: RuntimeHistorySnapshot, fixture: ConformanceFixture) -> str | None:
+    """``None`` when the snapshot holds the fixture's messages, else the fixed detail saying what was lost.
+
+    A message of one of the fixture's parts that comes back different (or not at all) names its part
+    (``history-image-lost`` ...), so an adapter author sees which part their runtime drops.
+    """
+    got_by_id = {message.id: message for message in snapshot.messages}
+    for want in fixture.messages:
+        got = got_by_id.get(want.id)
+        part = fixture.part_of(want.id)
+        if got is None or got.role != want.role or got.blocks != want.blocks:
+            return f"history-{part}-lost" if part else "history-messages-mismatch"
+        # Flags carry meaning (atomic tool pairs, pinned, local-only): an adapter may not drop them.
+        if got.flags != want.flags:
+            return f"history-{part}-lost" if part and part.endswith("-flag") else "history-flags-lost"
+        if got.source_entry_id != want.source_entry_id or not _provenance_matches(
+            got, want, snapshot.runtime_id
         ):
-            return False
-    return True
+            return "history-provenance-mismatch"
+    if tuple(message.id for message in snapshot.messages) != fixture.message_ids:
+        return "history-messages-mismatch"  # invented, repeated or reordered messages
+    return None
 
 
 async def _check_identity(adapter: RuntimeAdapter, fixture: ConformanceFixture, root: str, _: Any) -> None:
@@ -358,7 +404,8 @@ async def _check_canonical_history(
         snapshot.session_id == fixture.session_id and snapshot.project_root == root,
         "history-identity-mismatch",
     )
-    _require(_history_matches(snapshot, fixture), "history-messages-mismatch")
+    mismatch = _history_mismatch(snapshot, fixture)
+    _require(mismatch is None, mismatch or "")
     _require(snapshot.tool_atomic_groups == fixture.tool_atomic_groups(), "tool-groups-mismatch")
     again = _snapshot(adapter)
     _require(again == snapshot, "history-not-deterministic")
@@ -532,11 +579,22 @@ def _factory_name(factory: Any) -> str:
     return cleaned[:_FACTORY_NAME_MAX_CHARS] or "unnamed"
 
 
+def _unsupported_parts(factory: Any) -> frozenset[str]:
+    """The known parts ``factory.unsupported_history_parts`` names; nothing when it has none or is odd."""
+    try:
+        declared = getattr(factory, "unsupported_history_parts", ())
+        names = {name for name in declared if isinstance(name, str)}
+    except Exception:  # a property that raises, or not iterable: the factory skips nothing
+        return frozenset()
+    return frozenset(names & set(CONFORMANCE_HISTORY_PARTS))
+
+
 async def run_runtime_adapter_conformance(
     factory: ConformanceFactory, *, case_timeout: float = _DEFAULT_CASE_TIMEOUT_SECONDS
 ) -> ConformanceReport:
     """Run the seven checks against fresh adapters from ``factory``; never raises for adapter faults."""
-    fixture = load_conformance_fixture()
+    skipped = _unsupported_parts(factory)
+    fixture = load_conformance_fixture().without(skipped)
     cases = [await _run_case(case, check, factory, fixture, case_timeout) for case, check in _CHECKS]
     return ConformanceReport(
         version=CONFORMANCE_REPORT_VERSION,
@@ -544,6 +602,8 @@ async def run_runtime_adapter_conformance(
         factory_name=_factory_name(factory),
         passed=len(cases) == len(CONFORMANCE_CASE_IDS) and all(case.passed for case in cases),
         cases=tuple(cases),
+        fixture_version=fixture.version,
+        skipped_parts=tuple(part for part in CONFORMANCE_HISTORY_PARTS if part in skipped),
     )
 
 
