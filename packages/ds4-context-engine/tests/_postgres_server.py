@@ -26,7 +26,7 @@ import psycopg
 
 SUPERUSER = "postgres"
 # a password with URL-special characters, so the tests also prove it is decoded and never shown
-SUPERUSER_PASSWORD = "Fl33t:p@ss/w0rd?"  # noqa: S105 - a throwaway test server's password
+SUPERUSER_PASSWORD = "Fl33t:p@ss/w0rd?"
 _STEP_TIMEOUT = 120
 
 
@@ -107,7 +107,9 @@ class PostgresServer:
             self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def restart(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "restart")
+        # stop, then start with the log file (pg_ctl restart would keep the server on our pipes)
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        self.start()
 
     def destroy(self) -> None:
         self.stop()

