@@ -20,9 +20,8 @@ import subprocess
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
-
-import psycopg
 
 SUPERUSER = "postgres"
 # a password with URL-special characters, so the tests also prove it is decoded and never shown
@@ -117,8 +116,10 @@ class PostgresServer:
 
     # -- databases --------------------------------------------------------------------------------
 
-    def admin(self, database: str = "postgres") -> psycopg.Connection:
+    def admin(self, database: str = "postgres") -> Any:
         """A superuser connection over the Unix socket (trusted, no password)."""
+        import psycopg  # noqa: PLC0415 - the engine's postgresql extra; absent, the fixture skips first
+
         return psycopg.connect(
             host=str(self.root), port=self.port, user=SUPERUSER, dbname=database, autocommit=True
         )

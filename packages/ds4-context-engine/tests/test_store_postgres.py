@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _postgres_server import SUPERUSER_PASSWORD
 
 from ds4_context_core import MissingExtraError
 from ds4_context_engine._exceptions import DerivedStoreError
@@ -239,7 +240,6 @@ def test_bad_urls_and_refusing_servers_have_codes_and_never_show_the_password(
 def test_the_password_can_come_from_the_environment_and_is_never_shown(
     postgres_server, pg_url, opened, tmp_path
 ):
-    from _postgres_server import SUPERUSER_PASSWORD
 
     bare = postgres_server.url(_database(pg_url), password=None)
     store = open_postgres_store(bare, environ={STORE_PASSWORD_ENV: SUPERUSER_PASSWORD})
@@ -258,11 +258,15 @@ def test_the_cli_takes_a_url_and_keeps_the_password_out_of_its_output(postgres_s
     session = _session_copy(tmp_path / "sessions", 1)
     env = {**os.environ, "DS4_CONTEXT_STORE": ""}
     command = [sys.executable, "-m", "ds4_context_engine", "index", str(session), "--store"]
-    ok = subprocess.run([*command, pg_url, "--json"], capture_output=True, text=True, env=env, timeout=120)
+    ok = subprocess.run(
+        [*command, pg_url, "--json"], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["reports"][0]["mode"] == "full"
     wrong = pg_url.replace("Fl33t", "Wr0ng")
-    failed = subprocess.run([*command, wrong], capture_output=True, text=True, env=env, timeout=120)
+    failed = subprocess.run(
+        [*command, wrong], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
     assert failed.returncode != 0
     assert "derived-store-auth-failed" in failed.stderr
     assert "Wr0ng" not in failed.stderr + failed.stdout
@@ -325,9 +329,20 @@ def test_other_applications_tables_in_the_database_are_left_alone(postgres_serve
         connection.execute("INSERT INTO public.sessions VALUES ('theirs')")
     store = _open(opened, pg_url)
     store.index_file(_session_copy(tmp_path / "s", 1))
+    store.record_manifest("s", "{}")
+    store.add_calibration_sample("m", estimated=1, actual=2, source="x")
     store.rebuild([])
     with postgres_server.admin(database) as connection:
         assert connection.execute("SELECT body FROM public.sessions").fetchall() == [("theirs",)]
+        tables = [
+            row[0]
+            for row in connection.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'ds4_context' AND tablename <> 'schema_migrations'"
+            )
+        ]
+        assert len(tables) == 13
+        for table in tables:  # rebuild empties every table of ours
+            assert connection.execute(f"SELECT count(*) FROM ds4_context.{table}").fetchone() == (0,), table
 
 
 @pytest.mark.parametrize(
@@ -412,7 +427,7 @@ def test_a_connection_dropped_mid_transaction_is_retried_without_duplicates(
     assert "error" not in result, result
     assert result["report"].entries_indexed == 16
     assert "derived-store-reconnected" in store.health().events
-    sessions, entries, fts, distinct, _ = _counts(postgres_server, database)
+    sessions, entries, _, distinct, _ = _counts(postgres_server, database)
     assert (sessions, entries, distinct) == (1, 16, 16)
     assert store.index_file(session).mode == "unchanged"
 
@@ -448,7 +463,7 @@ def _fleet(url: str, tmp_path: Path, mode: str, paths_per_worker: list[list[Path
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-        )  # fmt: skip
+        )
         for paths in paths_per_worker
     ]
     time.sleep(1.0)  # every process imported and waiting

@@ -120,10 +120,20 @@ _STORE: Final = "Derived store"
 _ADAPTERS: Final = "Adapters and version"
 
 SessionArgument = Annotated[Path, typer.Argument(help="A Pi session file (.jsonl).", show_default=False)]
+
+
+def _store_location(value: str | None) -> str | None:
+    # a str option (it may be a URL, which a Path would mangle) checked as click checks a Path
+    if value is not None and "\x00" in value:
+        raise typer.BadParameter("the store path or URL holds a null byte")
+    return value
+
+
 StoreOption = Annotated[
     str | None,
     typer.Option(
         "--store",
+        callback=_store_location,
         help=(
             "Derived store: a SQLite file, or a postgresql:// URL shared by many hosts (password from "
             "$DS4_CONTEXT_STORE_PASSWORD or PGPASSWORD; default: $DS4_CONTEXT_STORE, else "

@@ -44,8 +44,8 @@ def _quoted(word: str) -> str:
     return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def tsvector_text(text: str) -> tuple[str, int]:
-    """A ``tsvector`` literal of ``text``'s words with their positions, and how many words it has."""
+def tsvector_text(text: str) -> tuple[str, int, frozenset[str]]:
+    """A ``tsvector`` literal of ``text``'s words with their positions, how many words it has, and which."""
     positions: dict[str, list[int]] = {}
     count = 0
     for count, word in enumerate(fts_words(text), start=1):
@@ -55,7 +55,7 @@ def tsvector_text(text: str) -> tuple[str, int]:
         if len(kept) < _MAX_POSITIONS_PER_WORD:
             kept.append(min(count, _MAX_POSITION))
     literal = " ".join(f"{_quoted(word)}:{','.join(map(str, spots))}" for word, spots in positions.items())
-    return literal, count
+    return literal, count, frozenset(positions)
 
 
 def tsquery_text(words: Iterable[str], *, match_any: bool) -> str:

@@ -2,9 +2,11 @@
 
 Each migration is the same step as its SQLite namesake in PostgreSQL's dialect: identity columns for
 ``AUTOINCREMENT``, ``BYTEA`` for ``BLOB``, and, for the FTS5 table, a plain table with a ``tsvector``
-column under a GIN index. Every table lives in the PostgreSQL schema :data:`PG_SCHEMA`, so a store
-shares a database with other applications without touching their tables. Checksums are
-``sha256("<version>\\n<name>\\n<sql>")`` as for SQLite.
+column under a GIN index, plus the statistics bm25 needs, which FTS5 keeps in its own shadow tables:
+each session's count of searchable entries and words (``sessions.fts_entries``/``fts_words``) and how
+many of its entries hold each word (``session_words``). Every table lives in the PostgreSQL schema
+:data:`PG_SCHEMA`, so a store shares a database with other applications without touching their
+tables. Checksums are ``sha256("<version>\\n<name>\\n<sql>")`` as for SQLite.
 """
 
 from __future__ import annotations
@@ -55,6 +57,12 @@ CREATE TABLE entries_fts (
     document TSVECTOR NOT NULL
 );
 CREATE INDEX entries_fts_by_session ON entries_fts(session_id);
+CREATE TABLE session_words (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+    word TEXT NOT NULL,
+    entries BIGINT NOT NULL,
+    PRIMARY KEY (session_id, word)
+);
 CREATE INDEX entries_fts_document ON entries_fts USING GIN (document);
 CREATE TABLE pins (
     session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,6 +64,8 @@ _EXCERPT_TOKENS: Final = 16
 # FTS5's bm25 constants, so ranks read the same on both backends
 _BM25_K1: Final = 1.2
 _BM25_B: Final = 0.75
+# how many ts_rank-best matches bm25 re-ranks (at least 4x the limit)
+_BM25_POOL: Final = 200
 _SOURCE_UNUSABLE: Final = frozenset({"pi-session-not-found", "pi-session-unreadable", "pi-session-too-large"})
 # (classid, objid) pairs of pg_advisory_xact_lock(int, int): "DS4C" and what is locked
 _LOCK_CLASS: Final = 0x44533443
@@ -70,6 +73,7 @@ _MIGRATION_LOCK: Final = 1
 _INDEX_ATTEMPTS: Final = 8
 _CLEARED_TABLES: Final = (
     "entries_fts",
+    "session_words",
     "artifact_refs",
     "pins",
     "memory_items",
@@ -436,6 +440,7 @@ class PostgresDerivedStore:
         artifact_rows: list[tuple[Any, ...]] = []
         ref_rows: list[tuple[str, str, str]] = []
         events: list[tuple[str, PiIndexEvent]] = []
+        frequencies: Counter[str] = Counter()
         for record in records:
             shape = record.shape
             body = record.text
@@ -455,8 +460,9 @@ class PostgresDerivedStore:
             )
             if body:
                 kept = body[:_FTS_BODY_LIMIT]
-                document, words = tsvector_text(kept)
+                document, words, distinct = tsvector_text(kept)
                 fts_rows.append((key, session_id, kept, words, document))
+                frequencies.update(distinct)
             if record.tool_output and len(body) > ARTIFACT_THRESHOLD_CHARS:
                 content = body.encode("utf-8")
                 artifact_id = hashlib.sha256(content).hexdigest()
@@ -484,6 +490,11 @@ class PostgresDerivedStore:
             )
             cursor.executemany(
                 "INSERT INTO artifact_refs VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", ref_rows
+            )
+            cursor.executemany(
+                "INSERT INTO session_words VALUES (%s, %s, %s) ON CONFLICT (session_id, word) "
+                "DO UPDATE SET entries = session_words.entries + EXCLUDED.entries",
+                [(session_id, word, count) for word, count in sorted(frequencies.items())],
             )
         for event_entry_id, event in events:
             self._apply_event(connection, session_id, event_entry_id, event)
@@ -536,7 +547,7 @@ class PostgresDerivedStore:
         def run(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
             return connection.execute(_BM25_QUERY, {
                 "session": session_id, "query": expression, "words": words, "limit": capped,
-                "k1": _BM25_K1, "b": _BM25_B,
+                "pool": max(_BM25_POOL, 4 * capped), "k1": _BM25_K1, "b": _BM25_B,
             }).fetchall()  # fmt: skip
 
         rows = self._run(run)
@@ -753,34 +764,36 @@ class PostgresDerivedStore:
 
 # bm25 as FTS5 computes it (k1 1.2, b 0.75, idf clamped at 1e-6, negated so lower is better), with the
 # session's entries as the corpus; tf is the number of positions of the word in the entry's tsvector.
+# Scoring unnests each entry's tsvector, so it runs on the best %(pool)s matches by ts_rank (C, cheap);
+# the final order is bm25's.
 _BM25_QUERY: Final = """
-WITH matched AS (
-    SELECT entry_key, body, words, document FROM entries_fts
-    WHERE session_id = %(session)s AND document @@ %(query)s::tsquery
-),
-corpus AS (
+WITH corpus AS MATERIALIZED (
     SELECT fts_entries AS total, fts_words::float8 / greatest(fts_entries, 1) AS mean FROM sessions
     WHERE session_id = %(session)s
 ),
-idf AS (
-    SELECT word, greatest(1e-6, ln((corpus.total - hits + 0.5) / (hits + 0.5))) AS weight
-    FROM corpus, LATERAL (
-        SELECT word, (SELECT count(*) FROM entries_fts f
-                      WHERE f.session_id = %(session)s AND f.document @@ quote_literal(word)::tsquery) AS hits
-        FROM unnest(%(words)s::text[]) AS word
-    ) counted
+idf AS MATERIALIZED (
+    SELECT w.word, greatest(1e-6, ln(
+        (corpus.total - coalesce(s.entries, 0) + 0.5) / (coalesce(s.entries, 0) + 0.5)
+    )) AS weight
+    FROM corpus CROSS JOIN unnest(%(words)s::text[]) AS w(word)
+    LEFT JOIN session_words s ON s.session_id = %(session)s AND s.word = w.word
+),
+candidates AS MATERIALIZED (
+    SELECT entry_key, body, words, document FROM entries_fts
+    WHERE session_id = %(session)s AND document @@ %(query)s::tsquery
+    ORDER BY ts_rank(document, %(query)s::tsquery, 1) DESC, entry_key LIMIT %(pool)s
 ),
 scored AS (
     SELECT m.entry_key, -sum(
         idf.weight * (cardinality(u.positions) * (%(k1)s + 1))
         / (cardinality(u.positions) + %(k1)s * (1 - %(b)s + %(b)s * m.words / greatest(corpus.mean, 1)))
     ) AS rank
-    FROM matched m CROSS JOIN corpus
+    FROM candidates m CROSS JOIN corpus
     CROSS JOIN LATERAL unnest(m.document) AS u(lexeme, positions, weights)
     JOIN idf ON idf.word = u.lexeme
     GROUP BY m.entry_key
 )
-SELECT s.entry_key, s.rank, m.body FROM scored s JOIN matched m USING (entry_key)
+SELECT s.entry_key, s.rank, m.body FROM scored s JOIN candidates m USING (entry_key)
 ORDER BY s.rank, s.entry_key LIMIT %(limit)s
 """
 
