@@ -340,7 +340,7 @@ def test_other_applications_tables_in_the_database_are_left_alone(postgres_serve
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'ds4_context' AND tablename <> 'schema_migrations'"
             )
         ]
-        assert len(tables) == 13
+        assert {"sessions", "entries", "session_words", "manifests", "calibration_sources"} <= set(tables)
         for table in tables:  # rebuild empties every table of ours
             assert connection.execute(f"SELECT count(*) FROM ds4_context.{table}").fetchone() == (0,), table
 
