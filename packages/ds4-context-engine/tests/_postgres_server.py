@@ -16,6 +16,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import uuid
@@ -49,6 +50,24 @@ def find_bindir() -> Path | None:
     return None
 
 
+def _reachable_by_others(path: Path) -> bool:
+    """Whether every directory above ``path`` (and ``path``) lets other users through."""
+    return all(os.stat(directory).st_mode & stat.S_IXOTH for directory in (path, *path.parents))
+
+
+def _copy_installation(bindir: Path, target: Path) -> Path:
+    """A copy of the installation ``bindir`` belongs to, for a server user who cannot reach it (a venv
+    under /root). The wheel's tree is relocatable (bin/, lib/, share/ side by side) and finds its
+    vendored libraries at ``$ORIGIN/../../../<name>.libs``, so those are copied to the same place."""
+    installation = bindir.parent
+    site = installation.parent.parent
+    copied = target / installation.parent.name / installation.name
+    shutil.copytree(installation, copied, symlinks=True)
+    for libraries in site.glob("*.libs"):
+        shutil.copytree(libraries, target / libraries.name, symlinks=True)
+    return copied / bindir.name
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -68,6 +87,8 @@ class PostgresServer:
             nobody = pwd.getpwnam("nobody")
             self._account = (nobody.pw_uid, nobody.pw_gid)
             os.chown(self.root, *self._account)
+            if not _reachable_by_others(bindir):
+                self.bindir = _copy_installation(bindir, self.root / "copy")
         os.chmod(self.root, 0o700)
 
     def _run(self, *args: str) -> None:

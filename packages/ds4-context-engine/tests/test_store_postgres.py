@@ -337,7 +337,8 @@ def test_other_applications_tables_in_the_database_are_left_alone(postgres_serve
         tables = [
             row[0]
             for row in connection.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'ds4_context' AND tablename <> 'schema_migrations'"
+                "SELECT tablename FROM pg_tables "
+                "WHERE schemaname = 'ds4_context' AND tablename <> 'schema_migrations'"
             )
         ]
         assert {"sessions", "entries", "session_words", "manifests", "calibration_sources"} <= set(tables)
