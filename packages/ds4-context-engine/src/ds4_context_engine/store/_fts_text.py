@@ -25,12 +25,16 @@ _WORD: Final = re.compile(r"[^\W_]+|[\ue000-\uf8ff]+")
 
 
 def _fold(word: str) -> str:
+    if word.isascii():
+        return word.lower()
     decomposed = unicodedata.normalize("NFKD", word.casefold())
     return "".join(char for char in decomposed if not unicodedata.combining(char))
 
 
 def fts_words(text: str) -> list[str]:
     """The folded words of ``text``, in order (what FTS5 ``unicode61`` indexes, near enough)."""
+    if text.isascii():  # the common case, all in C: no diacritics to remove
+        return _WORD.findall(text.lower())
     words = []
     for match in _WORD.finditer(text):
         folded = _fold(match.group())
@@ -40,22 +44,30 @@ def fts_words(text: str) -> list[str]:
 
 
 def _quoted(word: str) -> str:
-    # words hold letters and digits only, but quote as the tsvector grammar asks all the same
-    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+    # a word of fts_words holds letters, digits and private-use characters only, never ' or \
+    return f"'{word}'"
 
 
 def tsvector_text(text: str) -> tuple[str, int, frozenset[str]]:
     """A ``tsvector`` literal of ``text``'s words with their positions, how many words it has, and which."""
+    words = fts_words(text)
     positions: dict[str, list[int]] = {}
-    count = 0
-    for count, word in enumerate(fts_words(text), start=1):
-        if len(word.encode("utf-8")) > _MAX_LEXEME_BYTES:
-            continue
-        kept = positions.setdefault(word, [])
-        if len(kept) < _MAX_POSITIONS_PER_WORD:
-            kept.append(min(count, _MAX_POSITION))
-    literal = " ".join(f"{_quoted(word)}:{','.join(map(str, spots))}" for word, spots in positions.items())
-    return literal, count, frozenset(positions)
+    for position, word in enumerate(words, start=1):
+        spots = positions.get(word)
+        if spots is None:
+            positions[word] = [position]
+        elif len(spots) < _MAX_POSITIONS_PER_WORD:
+            spots.append(position)
+    if len(words) > _MAX_POSITION:  # rare: later positions all count as the last one
+        positions = {
+            word: sorted({min(spot, _MAX_POSITION) for spot in spots}) for word, spots in positions.items()
+        }
+    literal = " ".join(
+        f"'{word}':{','.join(map(str, spots))}"
+        for word, spots in positions.items()
+        if len(word) * 4 <= _MAX_LEXEME_BYTES or len(word.encode("utf-8")) <= _MAX_LEXEME_BYTES
+    )
+    return literal, len(words), frozenset(positions)
 
 
 def tsquery_text(words: Iterable[str], *, match_any: bool) -> str:

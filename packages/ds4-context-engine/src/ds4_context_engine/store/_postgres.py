@@ -422,7 +422,9 @@ class PostgresDerivedStore:
                 "INSERT INTO sessions VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0)",
                 (session_id, batch.path, cursor.cwd, cursor.version, cursor.header_hash, 0, 1, "", _now()),
             )
-        stored, documents, words = self._index_records(connection, session_id, batch.records)
+        stored, documents, words = self._index_records(
+            connection, session_id, batch.records, fresh=batch.mode == "full"
+        )
         connection.execute(
             "UPDATE sessions SET path = %s, indexed_offset = %s, indexed_line = %s, tail_hash = %s, "
             "updated_at = %s, fts_entries = fts_entries + %s, fts_words = fts_words + %s "
@@ -432,37 +434,45 @@ class PostgresDerivedStore:
         return stored
 
     def _index_records(
-        self, connection: psycopg.Connection[Any], session_id: str, records: Sequence[PiIndexRecord]
+        self,
+        connection: psycopg.Connection[Any],
+        session_id: str,
+        records: Sequence[PiIndexRecord],
+        *,
+        fresh: bool,
     ) -> tuple[int, int, int]:
-        """Write the records; returns (artifacts referenced, searchable entries, their words)."""
-        entry_rows: list[tuple[Any, ...]] = []
-        fts_rows: list[tuple[Any, ...]] = []
+        """Write the records; returns (artifacts referenced, searchable entries, their words).
+
+        ``fresh``: the session has no rows (a full batch just deleted them), so its rows are streamed
+        with ``COPY``, several times faster than inserts; an entry id seen twice keeps its last row,
+        as the upserts of an incremental batch do.
+        """
+        entry_rows: dict[str, tuple[Any, ...]] = {}
+        fts_rows: dict[str, tuple[Any, ...]] = {}
+        distinct_words: dict[str, frozenset[str]] = {}
         artifact_rows: list[tuple[Any, ...]] = []
         ref_rows: list[tuple[str, str, str]] = []
         events: list[tuple[str, PiIndexEvent]] = []
-        frequencies: Counter[str] = Counter()
         for record in records:
             shape = record.shape
             body = record.text
             key = f"{session_id}:{shape.entry_id}"
-            entry_rows.append(
-                (
-                    key,
-                    session_id,
-                    shape.entry_id,
-                    shape.parent_id,
-                    shape.type,
-                    record.role,
-                    shape.line,
-                    shape.offset,
-                    len(body),
-                )
+            entry_rows[key] = (
+                key,
+                session_id,
+                shape.entry_id,
+                shape.parent_id,
+                shape.type,
+                record.role,
+                shape.line,
+                shape.offset,
+                len(body),
             )
             if body:
                 kept = body[:_FTS_BODY_LIMIT]
                 document, words, distinct = tsvector_text(kept)
-                fts_rows.append((key, session_id, kept, words, document))
-                frequencies.update(distinct)
+                fts_rows[key] = (key, session_id, kept, words, document)
+                distinct_words[key] = distinct
             if record.tool_output and len(body) > ARTIFACT_THRESHOLD_CHARS:
                 content = body.encode("utf-8")
                 artifact_id = hashlib.sha256(content).hexdigest()
@@ -470,20 +480,14 @@ class PostgresDerivedStore:
                 ref_rows.append((session_id, shape.entry_id, artifact_id))
             if record.event is not None:
                 events.append((shape.entry_id, record.event))
+        frequencies: Counter[str] = Counter()
+        for distinct in distinct_words.values():
+            frequencies.update(distinct)
         with connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO entries VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (entry_key) DO UPDATE SET parent_id = EXCLUDED.parent_id, type = EXCLUDED.type, "
-                "role = EXCLUDED.role, line = EXCLUDED.line, byte_offset = EXCLUDED.byte_offset, "
-                "chars = EXCLUDED.chars",
-                entry_rows,
-            )
-            cursor.executemany(
-                "INSERT INTO entries_fts VALUES (%s, %s, %s, %s, %s::tsvector) "
-                "ON CONFLICT (entry_key) DO UPDATE SET body = EXCLUDED.body, words = EXCLUDED.words, "
-                "document = EXCLUDED.document",
-                fts_rows,
-            )
+            if fresh:
+                self._copy_rows(cursor, session_id, entry_rows.values(), fts_rows.values(), frequencies)
+            else:
+                self._upsert_rows(cursor, session_id, entry_rows.values(), fts_rows.values(), frequencies)
             cursor.executemany(
                 "INSERT INTO artifacts VALUES (%s, %s, %s, %s, %s) ON CONFLICT (artifact_id) DO NOTHING",
                 artifact_rows,
@@ -491,14 +495,54 @@ class PostgresDerivedStore:
             cursor.executemany(
                 "INSERT INTO artifact_refs VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", ref_rows
             )
-            cursor.executemany(
-                "INSERT INTO session_words VALUES (%s, %s, %s) ON CONFLICT (session_id, word) "
-                "DO UPDATE SET entries = session_words.entries + EXCLUDED.entries",
-                [(session_id, word, count) for word, count in sorted(frequencies.items())],
-            )
         for event_entry_id, event in events:
             self._apply_event(connection, session_id, event_entry_id, event)
-        return len(ref_rows), len(fts_rows), sum(row[3] for row in fts_rows)
+        return len(ref_rows), len(fts_rows), sum(row[3] for row in fts_rows.values())
+
+    @staticmethod
+    def _copy_rows(
+        cursor: psycopg.Cursor[Any],
+        session_id: str,
+        entry_rows: Iterable[tuple[Any, ...]],
+        fts_rows: Iterable[tuple[Any, ...]],
+        frequencies: Counter[str],
+    ) -> None:
+        with cursor.copy("COPY entries FROM STDIN") as copy:
+            for row in entry_rows:
+                copy.write_row(row)
+        with cursor.copy("COPY entries_fts FROM STDIN") as copy:
+            for row in fts_rows:
+                copy.write_row(row)
+        with cursor.copy("COPY session_words FROM STDIN") as copy:
+            for word, count in frequencies.items():
+                copy.write_row((session_id, word, count))
+
+    @staticmethod
+    def _upsert_rows(
+        cursor: psycopg.Cursor[Any],
+        session_id: str,
+        entry_rows: Iterable[tuple[Any, ...]],
+        fts_rows: Iterable[tuple[Any, ...]],
+        frequencies: Counter[str],
+    ) -> None:
+        cursor.executemany(
+            "INSERT INTO entries VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (entry_key) DO UPDATE SET parent_id = EXCLUDED.parent_id, type = EXCLUDED.type, "
+            "role = EXCLUDED.role, line = EXCLUDED.line, byte_offset = EXCLUDED.byte_offset, "
+            "chars = EXCLUDED.chars",
+            entry_rows,
+        )
+        cursor.executemany(
+            "INSERT INTO entries_fts VALUES (%s, %s, %s, %s, %s::tsvector) "
+            "ON CONFLICT (entry_key) DO UPDATE SET body = EXCLUDED.body, words = EXCLUDED.words, "
+            "document = EXCLUDED.document",
+            fts_rows,
+        )
+        cursor.executemany(
+            "INSERT INTO session_words VALUES (%s, %s, %s) ON CONFLICT (session_id, word) "
+            "DO UPDATE SET entries = session_words.entries + EXCLUDED.entries",
+            [(session_id, word, count) for word, count in sorted(frequencies.items())],
+        )
 
     @staticmethod
     def _apply_event(
