@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -166,6 +167,8 @@ def main() -> None:
     parser.add_argument("--writer-messages", type=int, default=2_000, help="per session of each writer")
     parser.add_argument("--url", help="an empty PostgreSQL database to use (default: a throwaway server)")
     args = parser.parse_args()
+    # a terminated run still stops the throwaway server (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     server = None
     url = args.url
     if url is None:
