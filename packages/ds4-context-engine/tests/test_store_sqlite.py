@@ -1,4 +1,8 @@
-"""The SQLite derived store on real files: incremental indexing, events, retention, failure recovery."""
+"""The derived store: incremental indexing, events, retention and failure recovery.
+
+Tests taking the ``store`` or ``backend`` fixture (``conftest.py``) run against every backend: SQLite on
+real files and PostgreSQL on a real server. The rest are about SQLite's files themselves.
+"""
 
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ def session_path(tmp_path):
 
 
 @pytest.fixture
-def store(tmp_path):
+def sqlite_store(tmp_path):
     opened = open_derived_store(tmp_path / "state" / "derived.sqlite3")
     yield opened
     opened.close()
@@ -52,7 +56,8 @@ def _user(text):
     return {"message": {"role": "user", "content": text, "timestamp": 1}}
 
 
-def test_store_is_private_wal_with_foreign_keys_and_pinned_migrations(tmp_path, store):
+def test_store_is_private_wal_with_foreign_keys_and_pinned_migrations(tmp_path, sqlite_store):
+    store = sqlite_store
     path = tmp_path / "state" / "derived.sqlite3"
     assert isinstance(store, DerivedStore)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -121,9 +126,8 @@ def test_a_replaced_file_is_indexed_again_in_full(store, session_path):
     assert store.search(CODING_ID, "parser test") == ()
 
 
-def test_pins_and_memory_are_events_in_the_session_and_survive_deleting_the_store(tmp_path, session_path):
-    db = tmp_path / "state" / "derived.sqlite3"
-    store = open_derived_store(db)
+def test_pins_and_memory_are_events_in_the_session_and_survive_deleting_the_store(backend, session_path):
+    store = backend.open()
     append_pin_event(session_path, "a0000003", label="task")
     append_pin_event(session_path, "a0000007")
     append_unpin_event(session_path, "a0000007")
@@ -136,13 +140,12 @@ def test_pins_and_memory_are_events_in_the_session_and_survive_deleting_the_stor
     assert [item.text for item in store.memory_items(CODING_ID)] == ["Project uses vitest, not jest"]
     assert store.memory_items(CODING_ID)[0].event_entry_id == added.id
     store.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    fresh = open_derived_store(db)
+    backend.wipe()
+    fresh = backend.open()
+    assert fresh.pins(CODING_ID) == ()
     fresh.index_file(session_path)
     assert fresh.pins(CODING_ID) == pins
     assert [item.text for item in fresh.memory_items(CODING_ID)] == ["Project uses vitest, not jest"]
-    fresh.close()
 
 
 def test_rebuild_deletes_and_replays(store, session_path):
