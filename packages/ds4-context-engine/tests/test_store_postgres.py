@@ -26,10 +26,13 @@ from ds4_context_engine._exceptions import DerivedStoreError
 from ds4_context_engine.pi import append_pi_entry, read_pi_session
 from ds4_context_engine.store import (
     PG_MIGRATION_NAMES,
+    PG_SCHEMA_VERSION,
     SQLITE_MIGRATION_NAMES,
+    SQLITE_SCHEMA_VERSION,
     STORE_PASSWORD_ENV,
     DerivedStore,
     PostgresDerivedStore,
+    StoredSummary,
     open_derived_store,
     open_postgres_store,
     open_store,
@@ -95,7 +98,12 @@ def test_a_postgresql_store_is_a_derived_store_with_migrations_numbered_as_sqlit
     assert isinstance(store, DerivedStore)
     assert PG_MIGRATION_NAMES == SQLITE_MIGRATION_NAMES
     health = store.health()
-    assert (health.ok, health.schema_version, health.migration_checksums_ok) == (True, 2, True)
+    assert PG_SCHEMA_VERSION == SQLITE_SCHEMA_VERSION == len(PG_MIGRATIONS)
+    assert (health.ok, health.schema_version, health.migration_checksums_ok) == (
+        True,
+        PG_SCHEMA_VERSION,
+        True,
+    )
     with postgres_server.admin(_database(pg_url)) as connection:
         rows = connection.execute(
             "SELECT version, name, checksum FROM ds4_context.schema_migrations ORDER BY version"
@@ -105,25 +113,38 @@ def test_a_postgresql_store_is_a_derived_store_with_migrations_numbered_as_sqlit
     assert comment == ("ds4-context derived store",)
     # opening again changes nothing
     _open(opened, pg_url).close()
-    assert _counts(postgres_server, _database(pg_url))[4] == 2
+    assert _counts(postgres_server, _database(pg_url))[4] == len(PG_MIGRATIONS)
 
 
-def test_a_store_of_the_first_schema_is_migrated_forward_with_its_data(
-    postgres_server, pg_url, opened, tmp_path
+# the tables each later migration adds, so a store can be taken back to what an older release wrote
+_ADDED_AFTER = {1: ("calibration_sources", "summaries"), 2: ("summaries",)}
+
+
+@pytest.mark.parametrize("version", sorted(_ADDED_AFTER))
+def test_a_store_of_an_older_schema_is_migrated_forward_with_its_data(
+    postgres_server, pg_url, opened, tmp_path, version
 ):
     session = _session_copy(tmp_path / "sessions", 1)
     store = _open(opened, pg_url)
     store.index_file(session)
     store.add_calibration_sample("m", estimated=100, actual=120)
     store.close()
-    with postgres_server.admin(_database(pg_url)) as connection:  # as the first release wrote it
-        connection.execute("DROP TABLE ds4_context.calibration_sources")
-        connection.execute("DELETE FROM ds4_context.schema_migrations WHERE version > 1")
+    with postgres_server.admin(_database(pg_url)) as connection:  # as that release wrote it
+        for table in _ADDED_AFTER[version]:
+            connection.execute(f"DROP TABLE ds4_context.{table}")
+        connection.execute("DELETE FROM ds4_context.schema_migrations WHERE version > %s", (version,))
     store = _open(opened, pg_url)
     assert store.health().migration_checksums_ok
+    assert store.health().schema_version == PG_SCHEMA_VERSION
     assert [(s.estimated, s.actual) for s in store.calibration_samples("m")] == [(100, 120)]
     assert store.index_file(session).mode == "unchanged"
     assert store.add_calibration_sample("m", estimated=100, actual=120, source="x") is True
+    summary = StoredSummary(
+        session_id="s", span_hash="ab" * 32, contract_version="summary-contract-v1", status="rejected",
+        code="summary-empty", text=None, source_ids=("s:1",), created_at="2026-03-01T09:00:00.000+00:00",
+    )  # fmt: skip
+    store.put_summary(summary)
+    assert store.summaries("s") == (summary,)
 
 
 def test_search_ranks_close_to_sqlite_fts5(pg_url, opened, tmp_path):
@@ -360,6 +381,11 @@ def test_other_applications_tables_in_the_database_are_left_alone(postgres_serve
             id="half-applied migration",
         ),
         pytest.param(
+            "DELETE FROM ds4_context.schema_migrations WHERE version = 3",
+            "derived-store-migration-incomplete",
+            id="half-applied newest migration",
+        ),
+        pytest.param(
             "UPDATE ds4_context.schema_migrations SET checksum = 'tampered' WHERE version = 1",
             "derived-store-schema-mismatch",
             id="foreign checksum",
@@ -481,8 +507,8 @@ def test_processes_racing_to_migrate_a_new_database_apply_each_migration_once(
     postgres_server, pg_url, tmp_path
 ):
     results = _fleet(pg_url, tmp_path, "open", [[] for _ in range(WORKERS)])
-    assert results == [{"ok": True, "version": 2}] * WORKERS
-    assert _counts(postgres_server, _database(pg_url)) == (0, 0, 0, 0, 2)
+    assert results == [{"ok": True, "version": PG_SCHEMA_VERSION}] * WORKERS
+    assert _counts(postgres_server, _database(pg_url)) == (0, 0, 0, 0, len(PG_MIGRATIONS))
 
 
 def test_eight_processes_index_and_query_shared_and_own_sessions_without_loss_or_duplicates(
@@ -499,7 +525,7 @@ def test_eight_processes_index_and_query_shared_and_own_sessions_without_loss_or
         WORKERS + 1,
         16 * (WORKERS + 1),
         16 * (WORKERS + 1),
-        2,
+        len(PG_MIGRATIONS),
     )
     for result in results:
         assert all(mode in ("full", "unchanged") for mode in result["modes"])
@@ -544,6 +570,38 @@ def test_appends_indexed_by_racing_processes_are_stored_once(postgres_server, pg
         assert _counts(postgres_server, _database(pg_url))[:4] == raced
     finally:
         store.close()
+
+
+def test_hosts_writing_the_same_summary_spans_at_once_keep_one_row_each(pg_url, opened):
+    """Summaries the hosts of a fleet write for the same spans at once: one row a span, none lost."""
+    stores = [_open(opened, pg_url) for _ in range(4)]
+    spans = [f"{index:064x}" for index in range(24)]
+    start = threading.Barrier(len(stores))
+    errors: list[BaseException] = []
+
+    def write(store, writer):
+        try:
+            start.wait()
+            for span in spans:
+                store.put_summary(StoredSummary(
+                    session_id="s", span_hash=span, contract_version="summary-contract-v1", status="accepted",
+                    code=None, text=f"## Objective\nwriter {writer}", source_ids=(f"s:{writer}",),
+                    created_at="2026-03-01T09:00:00.000+00:00",
+                ))  # fmt: skip
+        except BaseException as error:  # a thread's failure must fail the test
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(store, n)) for n, store in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    kept = stores[0].summaries("s")
+    assert sorted(r.span_hash for r in kept) == spans
+    for summary in kept:  # each row is one writer's whole record, never a mix of two
+        writer = summary.source_ids[0].removeprefix("s:")
+        assert summary.text == f"## Objective\nwriter {writer}"
 
 
 def test_reports_and_reprs_name_the_store_without_secrets(pg_url, opened):

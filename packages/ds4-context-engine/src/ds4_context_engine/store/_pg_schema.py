@@ -119,9 +119,29 @@ CREATE TABLE calibration_sources (
 CREATE INDEX calibration_sources_by_profile ON calibration_sources(profile, id);
 """
 
+# SQLite's summaries table, kept across rebuilds of a session as there (so no foreign key to
+# ``sessions``, whose row a session rebuild deletes). ``id`` stands in for SQLite's rowid: it orders the
+# rows for retention, and a span written again takes a new one, as ``INSERT OR REPLACE`` gives there.
+_SUMMARIES: Final = """
+CREATE TABLE summaries (
+    id BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    session_id TEXT NOT NULL,
+    span_hash TEXT NOT NULL,
+    contract_version TEXT NOT NULL,
+    status TEXT NOT NULL,
+    code TEXT,
+    body TEXT,
+    source_ids TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, span_hash)
+);
+CREATE INDEX summaries_by_session ON summaries(session_id, id);
+"""
+
 PG_MIGRATIONS: Final = (
     Migration(1, "initial", _INITIAL.strip()),
     Migration(2, "calibration-sources", _CALIBRATION_SOURCES.strip()),
+    Migration(3, "summaries", _SUMMARIES.strip()),
 )
 
 # the same steps under the same numbers as SQLite's, so one version means one schema on both backends

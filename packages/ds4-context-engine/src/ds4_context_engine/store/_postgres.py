@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
+import msgspec
+
 from ds4_context_core import MissingExtraError
 from ds4_context_engine._exceptions import DerivedStoreError, PiSessionError
 from ds4_context_engine.pi import (
@@ -42,6 +44,7 @@ from ._records import (
     SearchHit,
     StorageReport,
     StoredManifest,
+    StoredSummary,
     StoreHealth,
 )
 from ._sqlite import (
@@ -49,6 +52,7 @@ from ._sqlite import (
     CALIBRATION_RETENTION,
     CALIBRATION_SOURCE_RETENTION,
     MANIFEST_RETENTION,
+    SUMMARY_RETENTION,
 )
 
 if TYPE_CHECKING:
@@ -83,6 +87,7 @@ _CLEARED_TABLES: Final = (
     "manifests",
     "calibration_samples",
     "calibration_sources",
+    "summaries",
 )
 # SQLSTATE classes: 08 connection exception, 57P0x the server shutting down or restarting
 _CONNECTION_STATES: Final = ("08", "57P01", "57P02", "57P03")
@@ -674,6 +679,68 @@ class PostgresDerivedStore:
         return tuple(
             StoredManifest(id=row_id, session_id=session_id, leaf_id=leaf, created_at=created, body=body)
             for row_id, leaf, created, body in rows
+        )
+
+    def put_summary(self, summary: StoredSummary) -> None:
+        """Store the outcome for its span (replacing one there); keep the newest ``SUMMARY_RETENTION``.
+
+        Hosts writing the same span at once end with one row (the last writer's): ``ON CONFLICT``
+        replaces it in place and gives it a new ``id``, so a span written again counts as the newest.
+        """
+        if not isinstance(summary, StoredSummary):
+            raise TypeError("expected a StoredSummary")
+        row = (
+            summary.session_id,
+            summary.span_hash,
+            summary.contract_version,
+            summary.status,
+            summary.code,
+            summary.text if summary.status == "accepted" else None,
+            msgspec.json.encode(summary.source_ids).decode(),
+            summary.created_at,
+        )
+
+        def run(connection: psycopg.Connection[Any]) -> None:
+            with connection.transaction():
+                connection.execute(
+                    "INSERT INTO summaries (session_id, span_hash, contract_version, status, code, body, "
+                    "source_ids, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (session_id, span_hash) DO UPDATE SET id = DEFAULT, "
+                    "contract_version = EXCLUDED.contract_version, status = EXCLUDED.status, "
+                    "code = EXCLUDED.code, body = EXCLUDED.body, source_ids = EXCLUDED.source_ids, "
+                    "created_at = EXCLUDED.created_at",
+                    row,
+                )
+                # rows another writer has not committed yet are not seen, so this never drops more
+                connection.execute(
+                    "DELETE FROM summaries WHERE session_id = %s AND id <= (SELECT id FROM summaries "
+                    "WHERE session_id = %s ORDER BY id DESC OFFSET %s LIMIT 1)",
+                    (summary.session_id, summary.session_id, SUMMARY_RETENTION),
+                )
+
+        self._run(run)
+
+    def summaries(self, session_id: str) -> tuple[StoredSummary, ...]:
+        """The session's cached summary outcomes, oldest first."""
+        rows = self._run(
+            lambda connection: connection.execute(
+                "SELECT span_hash, contract_version, status, code, body, source_ids, created_at "
+                "FROM summaries WHERE session_id = %s ORDER BY id",
+                (session_id,),
+            ).fetchall()
+        )
+        return tuple(
+            StoredSummary(
+                session_id=session_id,
+                span_hash=span_hash,
+                contract_version=version,
+                status="accepted" if status == "accepted" else "rejected",
+                code=code,
+                text=body,
+                source_ids=tuple(msgspec.json.decode(sources, type=list[str])),
+                created_at=created,
+            )
+            for span_hash, version, status, code, body, sources, created in rows
         )
 
     def put_artifact(self, content: bytes, *, media_type: str = "text/plain") -> str:
