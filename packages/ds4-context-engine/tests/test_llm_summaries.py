@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import msgspec
 import pytest
 from _http_servers import Reply, ScriptedServer
 from _long_session import pi_message, write_long_session
@@ -14,7 +15,7 @@ from ds4_context_core.summaries import SUMMARY_ID_PREFIX, SUMMARY_SECTIONS
 from ds4_context_engine.commands import ContextWorkspace
 from ds4_context_engine.pi import append_pi_entries
 from ds4_context_engine.providers import OpenAIChatTransport
-from ds4_context_engine.store import SUMMARY_RETENTION, StoredSummary, open_derived_store
+from ds4_context_engine.store import SUMMARY_RETENTION, StoredSummary
 
 SMALL = ModelDescriptor(provider="openai", id="gpt-4.1-mini", context_window=32_000, max_tokens=2_000)
 CHAT = "/v1/chat/completions"
@@ -174,34 +175,39 @@ def test_without_a_store_summaries_live_in_the_workspace(session_path):
             assert _summaries(workspace.plan())
 
 
-def test_the_store_keeps_summaries_by_span_across_a_session_rebuild(session_path, tmp_path):
-    store = open_derived_store(tmp_path / "derived.sqlite3")
-    try:
-        store.index_file(session_path)
-        records = [
-            StoredSummary(
-                session_id="retrieval",
-                span_hash=f"{index:064x}",
-                contract_version="summary-contract-v1",
-                status="accepted" if index % 2 else "rejected",
-                code=None if index % 2 else "summary-empty",
-                text="## Objective\nx" if index % 2 else "must not be kept",
-                source_ids=(f"retrieval:{index}",),
-                created_at="2026-03-01T09:00:00.000+00:00",
-            )
-            for index in range(SUMMARY_RETENTION + 3)
-        ]
-        for record in records:
-            store.put_summary(record)
-        kept = store.summaries("retrieval")
-        assert [r.span_hash for r in kept] == [r.span_hash for r in records[3:]]  # the newest, oldest first
-        assert all(r.text is None for r in kept if r.status == "rejected")
-        store.put_summary(records[-1])  # the same span again replaces, never duplicates
-        assert len(store.summaries("retrieval")) == SUMMARY_RETENTION
-        store.rebuild_session(session_path)
-        assert len(store.summaries("retrieval")) == SUMMARY_RETENTION
-        assert store.summaries("other") == ()
-        with pytest.raises(TypeError):
-            store.put_summary({"span_hash": "x"})  # type: ignore[arg-type]
-    finally:
-        store.close()
+def _record(index, *, session_id="retrieval", text="## Objective\nx"):
+    return StoredSummary(
+        session_id=session_id,
+        span_hash=f"{index:064x}",
+        contract_version="summary-contract-v1",
+        status="accepted" if index % 2 else "rejected",
+        code=None if index % 2 else "summary-empty",
+        text=text if index % 2 else "must not be kept",
+        source_ids=(f"{session_id}:{index}",),
+        created_at="2026-03-01T09:00:00.000+00:00",
+    )
+
+
+def test_the_store_keeps_summaries_by_span_across_a_session_rebuild(session_path, store):
+    store.index_file(session_path)
+    records = [_record(index) for index in range(SUMMARY_RETENTION + 3)]
+    for record in records:
+        store.put_summary(record)
+    kept = store.summaries("retrieval")
+    assert [r.span_hash for r in kept] == [r.span_hash for r in records[3:]]  # the newest, oldest first
+    assert kept[-2:] == (records[-2], msgspec.structs.replace(records[-1], text=None))
+    assert all(r.text is None for r in kept if r.status == "rejected")
+    # the same span again replaces (never duplicates) and counts as the newest
+    again = msgspec.structs.replace(records[3], status="accepted", code=None, text="## Objective\ny")
+    store.put_summary(again)
+    kept = store.summaries("retrieval")
+    assert len(kept) == SUMMARY_RETENTION
+    assert kept[-1] == again
+    assert [r.span_hash for r in kept] == [r.span_hash for r in (*records[4:], again)]
+    store.rebuild_session(session_path)
+    assert store.summaries("retrieval") == kept
+    assert store.summaries("other") == ()
+    with pytest.raises(TypeError):
+        store.put_summary({"span_hash": "x"})  # type: ignore[arg-type]
+    store.rebuild([])  # rebuilding the whole store starts from nothing, summaries included
+    assert store.summaries("retrieval") == ()

@@ -204,8 +204,8 @@ def test_the_adapter_and_workspace_refuse_a_fifo_without_blocking(fifo, no_hang)
     assert caught.value.code == "pi-session-unreadable"
 
 
-def test_the_store_refuses_a_fifo_session_without_blocking(fifo, no_hang):
-    store = open_derived_store(None)
+def test_the_store_refuses_a_fifo_session_without_blocking(fifo, store, no_hang):
+    # every backend (the ``store`` fixture of conftest.py: SQLite and PostgreSQL)
     with pytest.raises(DerivedStoreError) as caught:
         store.index_file(fifo)
     assert caught.value.code == "derived-store-source-unreadable"
@@ -564,13 +564,12 @@ def test_a_fifo_swapped_in_after_a_read_is_refused_without_blocking(tmp_path, no
     workspace.close()
 
 
-def test_a_session_cut_short_below_the_indexed_offset_is_indexed_again_without_stale_entries(tmp_path):
+def test_a_session_cut_short_below_the_indexed_offset_is_indexed_again_without_stale_entries(tmp_path, store):
     session = _session_file(tmp_path)
     kept = session.read_bytes()
     append_pi_entry(
         session, "message", {"message": {"role": "user", "content": "vanishing words", "timestamp": 2}}
     )
-    store = open_derived_store(tmp_path / "derived.sqlite3")
     assert store.index_file(session).entries_indexed == 2
     assert store.search("work", "vanishing")
     session.write_bytes(kept)  # the same session, cut back to its first entry
@@ -579,7 +578,6 @@ def test_a_session_cut_short_below_the_indexed_offset_is_indexed_again_without_s
     assert store.search("work", "vanishing") == ()
     assert store.search("work", "index")
     assert store.storage().entries == 1
-    store.close()
 
 
 def test_a_session_path_with_nul_is_a_coded_error_everywhere(tmp_path):

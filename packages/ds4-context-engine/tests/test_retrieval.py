@@ -21,7 +21,7 @@ from ds4_context_engine.commands._retrieval import (
     retrieve_history,
 )
 from ds4_context_engine.pi import append_pi_entries
-from ds4_context_engine.store import open_derived_store
+from ds4_context_engine.store import open_derived_store, open_store
 
 SMALL = ModelDescriptor(provider="openai", id="gpt-4.1-mini", context_window=32_000, max_tokens=2_000)
 
@@ -199,7 +199,7 @@ def test_the_cli_plan_retrieves_by_default_and_not_with_retrieve_zero(session_pa
 def test_a_workspace_that_fails_to_open_closes_its_store(tmp_path, monkeypatch):
     # A session that cannot be read must not leave the SQLite connection open behind it.
     closed = []
-    real_open = open_derived_store
+    real_open = open_store
 
     def tracking_open(path, **options):
         store = real_open(path, **options)
@@ -207,7 +207,7 @@ def test_a_workspace_that_fails_to_open_closes_its_store(tmp_path, monkeypatch):
         monkeypatch.setattr(store, "close", lambda: (closed.append(True), real_close())[1])
         return store
 
-    monkeypatch.setattr("ds4_context_engine.commands._workspace.open_derived_store", tracking_open)
+    monkeypatch.setattr("ds4_context_engine.commands._workspace.open_store", tracking_open)
     with pytest.raises(PiSessionError) as caught:
         ContextWorkspace.open(tmp_path / "missing.jsonl", store_path=tmp_path / "state" / "derived.sqlite3")
     assert caught.value.code == "pi-session-not-found"

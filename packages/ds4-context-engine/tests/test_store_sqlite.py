@@ -1,4 +1,8 @@
-"""The SQLite derived store on real files: incremental indexing, events, retention, failure recovery."""
+"""The derived store: incremental indexing, events, retention and failure recovery.
+
+Tests taking the ``store`` or ``backend`` fixture (``conftest.py``) run against every backend: SQLite on
+real files and PostgreSQL on a real server. The rest are about SQLite's files themselves.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from ds4_context_engine.store import (
     SQLITE_MIGRATION_CHECKSUMS,
     SQLITE_MIGRATION_NAMES,
     DerivedStore,
+    StoredSummary,
     append_memory_event,
     append_pin_event,
     append_unpin_event,
@@ -42,17 +47,31 @@ def session_path(tmp_path):
 
 
 @pytest.fixture
-def store(tmp_path):
+def sqlite_store(tmp_path):
     opened = open_derived_store(tmp_path / "state" / "derived.sqlite3")
     yield opened
     opened.close()
+
+
+def _summary(session_id):
+    return StoredSummary(
+        session_id=session_id,
+        span_hash="ab" * 32,
+        contract_version="summary-contract-v1",
+        status="accepted",
+        code=None,
+        text="## Objective\nx",
+        source_ids=(f"{session_id}:1",),
+        created_at="2026-03-01T09:00:00.000+00:00",
+    )
 
 
 def _user(text):
     return {"message": {"role": "user", "content": text, "timestamp": 1}}
 
 
-def test_store_is_private_wal_with_foreign_keys_and_pinned_migrations(tmp_path, store):
+def test_store_is_private_wal_with_foreign_keys_and_pinned_migrations(tmp_path, sqlite_store):
+    store = sqlite_store
     path = tmp_path / "state" / "derived.sqlite3"
     assert isinstance(store, DerivedStore)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -60,7 +79,8 @@ def test_store_is_private_wal_with_foreign_keys_and_pinned_migrations(tmp_path, 
     with closing(sqlite3.connect(path)) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = connection.execute("SELECT version, name, checksum FROM schema_migrations").fetchall()
-    assert [row[1] for row in rows] == list(SQLITE_MIGRATION_NAMES) == ["initial", "calibration-sources"]
+    assert [row[1] for row in rows] == list(SQLITE_MIGRATION_NAMES)
+    assert SQLITE_MIGRATION_NAMES == ("initial", "calibration-sources", "summaries")
     for (version, name, checksum), migration in zip(rows, MIGRATIONS, strict=True):
         expected = hashlib.sha256(f"{version}\n{name}\n{migration.sql}".encode()).hexdigest()
         assert checksum == expected
@@ -121,9 +141,8 @@ def test_a_replaced_file_is_indexed_again_in_full(store, session_path):
     assert store.search(CODING_ID, "parser test") == ()
 
 
-def test_pins_and_memory_are_events_in_the_session_and_survive_deleting_the_store(tmp_path, session_path):
-    db = tmp_path / "state" / "derived.sqlite3"
-    store = open_derived_store(db)
+def test_pins_and_memory_are_events_in_the_session_and_survive_deleting_the_store(backend, session_path):
+    store = backend.open()
     append_pin_event(session_path, "a0000003", label="task")
     append_pin_event(session_path, "a0000007")
     append_unpin_event(session_path, "a0000007")
@@ -136,13 +155,12 @@ def test_pins_and_memory_are_events_in_the_session_and_survive_deleting_the_stor
     assert [item.text for item in store.memory_items(CODING_ID)] == ["Project uses vitest, not jest"]
     assert store.memory_items(CODING_ID)[0].event_entry_id == added.id
     store.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    fresh = open_derived_store(db)
+    backend.wipe()
+    fresh = backend.open()
+    assert fresh.pins(CODING_ID) == ()
     fresh.index_file(session_path)
     assert fresh.pins(CODING_ID) == pins
     assert [item.text for item in fresh.memory_items(CODING_ID)] == ["Project uses vitest, not jest"]
-    fresh.close()
 
 
 def test_rebuild_deletes_and_replays(store, session_path):
@@ -205,21 +223,30 @@ def test_calibration_sources_are_bounded_per_profile(store):
     assert f"s:{CALIBRATION_SOURCE_RETENTION + 2}" in sources
 
 
-def test_a_store_of_the_first_schema_is_migrated_forward_with_its_data(tmp_path, session_path):
+# the tables each later migration adds, so a store can be taken back to what an older release wrote
+_ADDED_AFTER = {1: ("calibration_sources", "summaries"), 2: ("summaries",)}
+
+
+@pytest.mark.parametrize("version", sorted(_ADDED_AFTER))
+def test_a_store_of_an_older_schema_is_migrated_forward_with_its_data(tmp_path, session_path, version):
     db = tmp_path / "state" / "derived.sqlite3"
     store = open_derived_store(db)
     store.index_file(session_path)
     store.add_calibration_sample("m", estimated=100, actual=120)
     store.close()
-    with closing(sqlite3.connect(db)) as connection, connection:  # as the first release wrote it
-        connection.execute("DROP TABLE calibration_sources")
-        connection.execute("DELETE FROM schema_migrations WHERE version > 1")
+    with closing(sqlite3.connect(db)) as connection, connection:  # as that release wrote it
+        for table in _ADDED_AFTER[version]:
+            connection.execute(f"DROP TABLE {table}")
+        connection.execute("DELETE FROM schema_migrations WHERE version > ?", (version,))
     store = open_derived_store(db)
     assert store.health().events == ()
     assert store.health().migration_checksums_ok
+    assert store.health().schema_version == MIGRATIONS[-1].version
     assert [(s.estimated, s.actual) for s in store.calibration_samples("m")] == [(100, 120)]
     assert store.index_file(session_path).entries_indexed == 0  # nothing to index again
     assert store.add_calibration_sample("m", estimated=100, actual=120, source="x") is True
+    store.put_summary(_summary("coding"))
+    assert store.summaries("coding") == (_summary("coding"),)
     store.close()
 
 
@@ -345,14 +372,27 @@ def test_a_store_path_that_is_a_directory_is_refused(tmp_path):
     assert caught.value.code == "derived-store-path-unreadable"
 
 
-def test_a_foreign_schema_checksum_is_treated_as_corruption(tmp_path, session_path):
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        pytest.param("UPDATE schema_migrations SET checksum = 'tampered'", id="foreign checksum"),
+        pytest.param(
+            "DELETE FROM schema_migrations WHERE version = 3", id="half-applied summaries migration"
+        ),
+    ],
+)
+def test_a_foreign_or_half_applied_schema_is_treated_as_corruption(tmp_path, session_path, tamper):
     db = tmp_path / "state" / "derived.sqlite3"
-    open_derived_store(db).close()
+    store = open_derived_store(db)
+    store.put_summary(_summary("coding"))
+    store.close()
     with closing(sqlite3.connect(db)) as connection, connection:
-        connection.execute("UPDATE schema_migrations SET checksum = 'tampered'")
+        connection.execute(tamper)
     store = open_derived_store(db)
     assert store.health().events == ("derived-store-corrupt-rebuilt",)
     assert store.health().migration_checksums_ok
+    assert store.health().schema_version == MIGRATIONS[-1].version
+    assert store.summaries("coding") == ()  # a rebuilt store starts empty; the model is asked again
     store.close()
 
 

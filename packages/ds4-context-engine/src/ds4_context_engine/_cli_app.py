@@ -119,12 +119,23 @@ _ADAPTERS: Final = "Adapters and version"
 _AGENT: Final = "Run an agent"
 
 SessionArgument = Annotated[Path, typer.Argument(help="A Pi session file (.jsonl).", show_default=False)]
+
+
+def _store_location(value: str | None) -> str | None:
+    # a str option (it may be a URL, which a Path would mangle) checked as click checks a Path
+    if value is not None and "\x00" in value:
+        raise typer.BadParameter("the store path or URL holds a null byte")
+    return value
+
+
 StoreOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--store",
+        callback=_store_location,
         help=(
-            "Derived SQLite store file (default: $DS4_CONTEXT_STORE, else "
+            "Derived store: a SQLite file, or a postgresql:// URL shared by many hosts (password from "
+            "$DS4_CONTEXT_STORE_PASSWORD or PGPASSWORD; default: $DS4_CONTEXT_STORE, else "
             "$XDG_CACHE_HOME/ds4-context/derived.sqlite3, with ~/.cache when XDG_CACHE_HOME is unset). "
             "A file that is not a ds4-context store is refused, never overwritten."
         ),
@@ -236,7 +247,7 @@ def _load_config(path: Path | None) -> Any:
 def _workspace(
     session: Path,
     *,
-    store: Path | None,
+    store: str | None,
     no_store: bool = False,
     model: str | None = None,
     window: int | None = None,
@@ -527,10 +538,10 @@ def index_command(
     as_json: JsonOption = False,
 ) -> None:
     """Index session files into the derived store (incrementally: only appended bytes are read)."""
-    from .commands._workspace import default_store_path  # noqa: PLC0415
-    from .store import open_derived_store  # noqa: PLC0415
+    from .commands._workspace import default_store_location  # noqa: PLC0415
+    from .store import open_store  # noqa: PLC0415
 
-    derived = _guard(lambda: open_derived_store(store or default_store_path()))
+    derived = _guard(lambda: open_store(store or default_store_location()))
     reports = []
     try:
         if rebuild:

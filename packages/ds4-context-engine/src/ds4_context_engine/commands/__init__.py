@@ -89,7 +89,7 @@ from ._retrieval import (
     retrieve_history,
     retrieved_supplements,
 )
-from ._workspace import DEFAULT_STORE_ENV, ContextWorkspace, default_store_path
+from ._workspace import DEFAULT_STORE_ENV, ContextWorkspace, default_store_location, default_store_path
 
 if TYPE_CHECKING:
     from ._dispatch import CONTEXT_COMMANDS, run_context_command, run_context_command_text
@@ -182,6 +182,7 @@ __all__ = [
     "context_summaries",
     "context_tokens",
     "context_unpin",
+    "default_store_location",
     "default_store_path",
     "handle_restore_tool_call",
     "offer_restore_tool",

@@ -38,14 +38,15 @@ from ds4_context_engine.store import (
     MemoryItem,
     PinRecord,
     StoredSummary,
-    open_derived_store,
+    is_store_url,
+    open_store,
     replay_session_events,
 )
 
 if TYPE_CHECKING:
     from ds4_context_core.adapter import CompletionRequest
 
-__all__ = ["DEFAULT_STORE_ENV", "ContextWorkspace", "default_store_path"]
+__all__ = ["DEFAULT_STORE_ENV", "ContextWorkspace", "default_store_location", "default_store_path"]
 
 DEFAULT_STORE_ENV: Final = "DS4_CONTEXT_STORE"
 # Below the summaries' 75: retrieved excerpts in front follow the summaries and are dropped first.
@@ -59,6 +60,12 @@ def default_store_path() -> Path:
         return Path(explicit).expanduser()
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache).expanduser() / "ds4-context" / "derived.sqlite3"
+
+
+def default_store_location() -> str | Path:
+    """``$DS4_CONTEXT_STORE`` as given when it is a ``postgresql://`` URL, else :func:`default_store_path`."""
+    explicit = os.environ.get(DEFAULT_STORE_ENV, "")
+    return explicit if is_store_url(explicit) else default_store_path()
 
 
 def _check_retrieval_hits(value: object) -> None:
@@ -139,7 +146,9 @@ class ContextWorkspace:
         retrieval_hits: int = RETRIEVAL_HITS_DEFAULT,
         task_digest: bool = True,
     ) -> ContextWorkspace:
-        """Open a session with a SQLite store at ``store_path`` (default :func:`default_store_path`).
+        """Open a session with the store at ``store_path`` (default :func:`default_store_location`).
+
+        ``store_path`` is a SQLite file or a ``postgresql://`` URL (``ds4_context_engine.store.open_store``).
 
         ``no_store=True`` works from the session file alone: pins and memory are replayed from its
         events, the commands that report on the store itself are unavailable and no history is retrieved.
@@ -148,7 +157,7 @@ class ContextWorkspace:
         configuration's ``privacy`` section.
         """
         _check_retrieval_hits(retrieval_hits)
-        store = None if no_store else open_derived_store(store_path or default_store_path())
+        store = None if no_store else open_store(store_path or default_store_location())
         try:
             return cls(
                 session_path,

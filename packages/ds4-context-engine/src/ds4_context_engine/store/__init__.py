@@ -1,4 +1,5 @@
-"""The derived store: disposable state computed from Pi session files (SQLite by default).
+"""The derived store: disposable state computed from Pi session files (SQLite by default, or one
+PostgreSQL database shared by a fleet of hosts).
 
 Full-text index, pins and memory items (replayed from the session's own ``custom`` entries), plan
 manifests, content-addressed artifacts for large tool outputs and token calibration samples. Deleting the
@@ -14,6 +15,10 @@ from ._events import (
     append_unpin_event,
     replay_session_events,
 )
+from ._open import open_store
+from ._pg_location import STORE_PASSWORD_ENV, is_store_url
+from ._pg_schema import PG_MIGRATIONS as _PG_MIGRATIONS
+from ._postgres import DEFAULT_PG_POOL_SIZE, PostgresDerivedStore, open_postgres_store
 from ._protocol import DerivedStore
 from ._records import (
     CalibrationSample,
@@ -42,10 +47,15 @@ SQLITE_SCHEMA_VERSION = _MIGRATIONS[-1].version
 #: sha256("<version>\n<name>\n<sql>") of every migration, in order; pinned by the compatibility golden.
 SQLITE_MIGRATION_CHECKSUMS = tuple(migration.checksum for migration in _MIGRATIONS)
 SQLITE_MIGRATION_NAMES = tuple(migration.name for migration in _MIGRATIONS)
+PG_SCHEMA_VERSION = _PG_MIGRATIONS[-1].version
+#: the PostgreSQL migrations: the same numbers and names as SQLite's, their own SQL and checksums
+PG_MIGRATION_CHECKSUMS = tuple(migration.checksum for migration in _PG_MIGRATIONS)
+PG_MIGRATION_NAMES = tuple(migration.name for migration in _PG_MIGRATIONS)
 STORE_EVENT_CODES = (
     "derived-store-corrupt-rebuilt",
     "derived-store-locked",
     "derived-store-rebuilt",
+    "derived-store-reconnected",
     "derived-store-reopened",
 )
 
@@ -54,13 +64,18 @@ __all__ = [
     "CALIBRATION_RETENTION",
     "CALIBRATION_SOURCE_RETENTION",
     "DEFAULT_BUSY_TIMEOUT_SECONDS",
+    "DEFAULT_PG_POOL_SIZE",
     "MANIFEST_RETENTION",
     "MEMORY_CUSTOM_TYPE",
+    "PG_MIGRATION_CHECKSUMS",
+    "PG_MIGRATION_NAMES",
+    "PG_SCHEMA_VERSION",
     "PIN_CUSTOM_TYPE",
     "SQLITE_MIGRATION_CHECKSUMS",
     "SQLITE_MIGRATION_NAMES",
     "SQLITE_SCHEMA_VERSION",
     "STORE_EVENT_CODES",
+    "STORE_PASSWORD_ENV",
     "SUMMARY_RETENTION",
     "UNPIN_CUSTOM_TYPE",
     "CalibrationSample",
@@ -68,6 +83,7 @@ __all__ = [
     "IndexReport",
     "MemoryItem",
     "PinRecord",
+    "PostgresDerivedStore",
     "SearchHit",
     "SqliteDerivedStore",
     "StorageReport",
@@ -77,6 +93,9 @@ __all__ = [
     "append_memory_event",
     "append_pin_event",
     "append_unpin_event",
+    "is_store_url",
     "open_derived_store",
+    "open_postgres_store",
+    "open_store",
     "replay_session_events",
 ]

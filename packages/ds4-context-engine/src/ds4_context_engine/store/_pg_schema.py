@@ -1,0 +1,148 @@
+"""The PostgreSQL schema as ordered migrations, numbered and named as SQLite's (``_schema.py``).
+
+Each migration is the same step as its SQLite namesake in PostgreSQL's dialect: identity columns for
+``AUTOINCREMENT``, ``BYTEA`` for ``BLOB``, and, for the FTS5 table, a plain table with a ``tsvector``
+column under a GIN index, plus the statistics bm25 needs, which FTS5 keeps in its own shadow tables:
+each session's count of searchable entries and words (``sessions.fts_entries``/``fts_words``) and how
+many of its entries hold each word (``session_words``). Every table lives in the PostgreSQL schema
+:data:`PG_SCHEMA`, so a store shares a database with other applications without touching their
+tables. Checksums are ``sha256("<version>\\n<name>\\n<sql>")`` as for SQLite.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ._schema import MIGRATIONS as SQLITE_MIGRATIONS
+from ._schema import Migration
+
+__all__ = ["PG_MIGRATIONS", "PG_SCHEMA", "PG_SCHEMA_COMMENT"]
+
+PG_SCHEMA: Final = "ds4_context"
+# Marks the schema as a ds4-context store, the way SQLite stores carry an application id.
+PG_SCHEMA_COMMENT: Final = "ds4-context derived store"
+
+_INITIAL: Final = """
+CREATE TABLE sessions (
+    session_id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    header_hash TEXT NOT NULL,
+    indexed_offset BIGINT NOT NULL,
+    indexed_line BIGINT NOT NULL,
+    tail_hash TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    fts_entries BIGINT NOT NULL,
+    fts_words BIGINT NOT NULL
+);
+CREATE INDEX sessions_by_path ON sessions(path);
+CREATE TABLE entries (
+    entry_key TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+    entry_id TEXT NOT NULL,
+    parent_id TEXT,
+    type TEXT NOT NULL,
+    role TEXT,
+    line BIGINT NOT NULL,
+    byte_offset BIGINT NOT NULL,
+    chars INTEGER NOT NULL
+);
+CREATE INDEX entries_by_session_line ON entries(session_id, line);
+CREATE TABLE entries_fts (
+    entry_key TEXT PRIMARY KEY REFERENCES entries(entry_key) ON DELETE CASCADE,
+    session_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    words INTEGER NOT NULL,
+    document TSVECTOR NOT NULL
+);
+CREATE INDEX entries_fts_by_session ON entries_fts(session_id);
+CREATE TABLE session_words (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+    word TEXT NOT NULL,
+    entries BIGINT NOT NULL,
+    PRIMARY KEY (session_id, word)
+);
+CREATE INDEX entries_fts_document ON entries_fts USING GIN (document);
+CREATE TABLE pins (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+    target_entry_id TEXT NOT NULL,
+    label TEXT,
+    event_entry_id TEXT NOT NULL,
+    PRIMARY KEY (session_id, target_entry_id)
+);
+CREATE TABLE memory_items (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+    item_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    event_entry_id TEXT NOT NULL,
+    PRIMARY KEY (session_id, item_id)
+);
+CREATE TABLE artifacts (
+    artifact_id TEXT PRIMARY KEY,
+    media_type TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    content BYTEA NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE artifact_refs (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+    entry_id TEXT NOT NULL,
+    artifact_id TEXT NOT NULL REFERENCES artifacts(artifact_id),
+    PRIMARY KEY (session_id, entry_id, artifact_id)
+);
+CREATE TABLE manifests (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    leaf_id TEXT,
+    created_at TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX manifests_by_session ON manifests(session_id, id);
+CREATE TABLE calibration_samples (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    profile TEXT NOT NULL,
+    estimated INTEGER NOT NULL,
+    actual INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX calibration_by_profile ON calibration_samples(profile, id);
+"""
+
+_CALIBRATION_SOURCES: Final = """
+CREATE TABLE calibration_sources (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    profile TEXT NOT NULL,
+    source TEXT NOT NULL,
+    UNIQUE (profile, source)
+);
+CREATE INDEX calibration_sources_by_profile ON calibration_sources(profile, id);
+"""
+
+# SQLite's summaries table, kept across rebuilds of a session as there (so no foreign key to
+# ``sessions``, whose row a session rebuild deletes). ``id`` stands in for SQLite's rowid: it orders the
+# rows for retention, and a span written again takes a new one, as ``INSERT OR REPLACE`` gives there.
+_SUMMARIES: Final = """
+CREATE TABLE summaries (
+    id BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    session_id TEXT NOT NULL,
+    span_hash TEXT NOT NULL,
+    contract_version TEXT NOT NULL,
+    status TEXT NOT NULL,
+    code TEXT,
+    body TEXT,
+    source_ids TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, span_hash)
+);
+CREATE INDEX summaries_by_session ON summaries(session_id, id);
+"""
+
+PG_MIGRATIONS: Final = (
+    Migration(1, "initial", _INITIAL.strip()),
+    Migration(2, "calibration-sources", _CALIBRATION_SOURCES.strip()),
+    Migration(3, "summaries", _SUMMARIES.strip()),
+)
+
+# the same steps under the same numbers as SQLite's, so one version means one schema on both backends
+assert [(m.version, m.name) for m in PG_MIGRATIONS] == [(m.version, m.name) for m in SQLITE_MIGRATIONS]
