@@ -72,6 +72,7 @@ _BINARY_PLACEHOLDER: Final = "[DS4 binary content excluded by privacy policy]"
 # structural value (a tool name) that privacy blocks becomes the identifier ``ds4_excluded`` (see
 # _local_only.py).
 LOCAL_ONLY_KEY: Final = "__ds4_local_only"
+LOCAL_ONLY_VALUE_KEY: Final = "__ds4_local_only_value"  # a local-only opaque block's keys and values
 RAW_ARGUMENTS_KEY: Final = "__ds4_raw_arguments"  # interop's key for arguments that are not an object
 _LOCAL_ONLY_OPEN: Final = "[ds4:local-only]"
 _LOCAL_ONLY_CLOSE: Final = "[/ds4:local-only]"
@@ -532,6 +533,31 @@ def _local_only_arguments(source: dict[Any, Any]) -> Any:
     return parsed if type(parsed) is dict and RAW_ARGUMENTS_KEY not in parsed else {RAW_ARGUMENTS_KEY: inner}
 
 
+def _local_only_value(source: dict[Any, Any]) -> Any:
+    """For a local destination: ``source`` with its marked opaque value back in place, else None.
+
+    The marked text holds JSON; an object's keys go where the marked key stands (a key outside that the
+    object holds too is its copy, such as a part's ``type``), any other value replaces ``source`` when the
+    marked key is all it has.
+    """
+    inner = _local_only_inner(source.get(LOCAL_ONLY_VALUE_KEY))
+    if inner is None:
+        return None
+    try:
+        parsed = json.loads(inner)
+    except (ValueError, RecursionError):
+        return None
+    if type(parsed) is not dict:
+        return parsed if len(source) == 1 else None
+    result: dict[Any, Any] = {}
+    for key, value in source.items():
+        if key == LOCAL_ONLY_VALUE_KEY:
+            result.update(parsed)
+        elif key not in parsed:
+            result[key] = value
+    return result
+
+
 class _Dropped:
     """The marker a signed block leaves in its list when it may not be sent as it is."""
 
@@ -665,6 +691,11 @@ class _Walk:
             if arguments is not None:  # a local-only call's arguments, back as they were
                 self.counts.changed = True
                 return self.walk_dict(arguments, in_content, depth)
+        if self.local and LOCAL_ONLY_VALUE_KEY in source:
+            restored = _local_only_value(source)
+            if restored is not None:  # a local-only opaque block's value, back as it was
+                self.counts.changed = True
+                return self.walk(restored, in_content, depth + 1)
         # A copy, whose values are replaced where they change: most values stay as they are (content
         # strings are screened later, in a batch), so that costs far fewer stores than building it anew.
         result = source.copy()
