@@ -9,6 +9,7 @@ and wrapped in base64.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import string
 from pathlib import Path
@@ -34,6 +35,37 @@ def _chars(alphabet: str, size: int) -> st.SearchStrategy[str]:
     return st.text(alphabet=alphabet, min_size=size, max_size=size).filter(lambda text: len(set(text)) >= 6)
 
 
+def _mixed(alphabet: str, size: int) -> st.SearchStrategy[str]:
+    """A generated token's body: random, so it mixes at least two of lower case, upper case and digits."""
+    return _chars(alphabet, size).filter(
+        lambda text: (
+            sum(
+                (
+                    any(c.islower() for c in text),
+                    any(c.isupper() for c in text),
+                    any(c.isdigit() for c in text),
+                )
+            )
+            >= 2
+        )
+    )
+
+
+def _checksummed(prefix: str) -> st.SearchStrategy[tuple[str, str]]:
+    """A GitHub or npm token: 30 random characters and their CRC32 in 6 base62 digits (any letters)."""
+    alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+    def token(body: str) -> tuple[str, str]:
+        value = binascii.crc32(body.encode())
+        digits = ""
+        while value:
+            value, digit = divmod(value, 62)
+            digits = alphabet[digit] + digits
+        return f"{prefix}{body}{digits.rjust(6, '0')}", body
+
+    return _chars(ALNUM, 30).map(token)
+
+
 def _jwt(claims: str) -> str:
     head = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
     body = base64.urlsafe_b64encode(json.dumps({"sub": claims}).encode()).rstrip(b"=").decode()
@@ -44,18 +76,18 @@ def _jwt(claims: str) -> str:
 FORMATS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     "openai": _chars(ALNUM, 40).map(lambda s: (f"sk-proj-{s}", s)),
     "anthropic": _chars(ALNUM, 60).map(lambda s: (f"sk-ant-api03-{s}AA", s)),
-    "stripe": st.tuples(st.sampled_from(["sk_live_", "rk_live_", "sk_test_"]), _chars(ALNUM, 24)).map(
+    "stripe": st.tuples(st.sampled_from(["sk_live_", "rk_live_", "sk_test_"]), _mixed(ALNUM, 24)).map(
         lambda p: (p[0] + p[1], p[1])
     ),
     "aws-access-key-id": _chars(string.ascii_uppercase + string.digits, 16).map(lambda s: (f"AKIA{s}", s)),
     "aws-secret-access-key": _chars(ALNUM + "+/", 40).map(lambda s: (f"AWS_SECRET_ACCESS_KEY={s}", s)),
-    "github": _chars(ALNUM, 36).map(lambda s: (f"ghp_{s}", s)),
-    "github-fine-grained": _chars(ALNUM, 60).map(lambda s: (f"github_pat_11AB{s}", s)),
+    "github": st.sampled_from(["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]).flatmap(_checksummed),
+    "github-fine-grained": _mixed(ALNUM, 60).map(lambda s: (f"github_pat_11AB{s}", s)),
     "gitlab": _chars(ALNUM, 20).map(lambda s: (f"glpat-{s}", s)),
-    "google": _chars(ALNUM, 35).map(lambda s: (f"AIza{s}", s)),
+    "google": _mixed(ALNUM, 35).map(lambda s: (f"AIza{s}", s)),
     "slack": _chars(ALNUM, 24).map(lambda s: (f"xoxb-123456789012-{s}", s)),
-    "huggingface": _chars(string.ascii_letters, 34).map(lambda s: (f"hf_{s}", s)),
-    "npm": _chars(ALNUM, 36).map(lambda s: (f"npm_{s}", s)),
+    "huggingface": _mixed(string.ascii_letters, 34).map(lambda s: (f"hf_{s}", s)),
+    "npm": _checksummed("npm_"),
     "jwt": _chars(ALNUM, 24).map(lambda s: (_jwt(s), s[::-1])),
     "pem": _chars(ALNUM + "+/", 64).map(
         lambda s: (f"-----BEGIN RSA PRIVATE KEY-----\n{s}\n-----END RSA PRIVATE KEY-----", s)
