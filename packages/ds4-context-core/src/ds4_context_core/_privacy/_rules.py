@@ -106,7 +106,8 @@ def _issued(check: str, token: str) -> bool:
         return _jwt_header(token)
     if check == "digit":
         return _DIGIT.search(token) is not None
-    body = token[_PREFIX.match(token).end() :]  # type: ignore[union-attr] (every token has a prefix)
+    prefix = _PREFIX.match(token)  # the pattern matches every string (its last choice is empty)
+    body = token[prefix.end() :] if prefix is not None else token
     if check == "crc32":
         return _crc32_valid(body) or (_DIGIT.search(body) is not None and body.upper() != body.lower())
     return _classes(_OTHER.sub("", body)) >= 2
