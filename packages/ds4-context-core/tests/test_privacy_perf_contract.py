@@ -347,6 +347,23 @@ FRAGMENTS = st.sampled_from(
         "postgres://app:Zq81mWx0@db",
         "=>",
         "\n",
+        # The heads of every issued token's format, and bodies that pass their checks.
+        "rk_test_",
+        "Zq81mWx0aLp2Kd7Tr4Nv9Bc6",
+        "hf_",
+        "npm_",
+        "github_pat_",
+        "glpat-",
+        "xoxb-",
+        "1234567890-",
+        "AIza",
+        "ASIA",
+        "eyJ",
+        "eyJhbGciOiJIUzI1NiJ9.",
+        "eyJzdWIiOiIxMjM0NTY3ODkwIn0.",
+        "credentials",
+        "PWD",
+        '\\"',
     ]
 )
 TEXT = st.lists(FRAGMENTS, max_size=12).map("".join)

@@ -285,7 +285,10 @@ def assignment_at(text: str, here: int, endpos: int) -> tuple[int, int, str] | N
             return None
     elif text.startswith((":", "="), after):
         return None
-    if not text[max(0, end - _NAME_REACH) : end].lower().endswith(_NAME_ENDINGS):
+    name = text[max(0, end - _NAME_REACH) : end]
+    if not name.isascii():  # case is folded for ASCII only ("\u212a" is no "k"), as the screens fold it
+        name = name.encode("ascii", "replace").decode("ascii")
+    if not name.lower().endswith(_NAME_ENDINGS):
         return None
     value = _VALUE.match(text, after, endpos)
     if value is None:
