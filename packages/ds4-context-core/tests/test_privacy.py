@@ -376,3 +376,30 @@ def test_a_token_without_digits_is_caught_by_its_checksum(prefix: str) -> None:
 )
 def test_a_name_that_only_starts_like_a_token_is_left_alone(text: str) -> None:
     assert sanitize_text(f"see {text} here", destination="remote") == (f"see {text} here", 0, 0)
+
+
+def test_base64_inside_a_sentence_that_decodes_to_a_secret_is_redacted() -> None:
+    import base64  # noqa: PLC0415
+
+    blob = base64.b64encode(b"export OPENAI_API_KEY=sk-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6").decode()
+    text = f"the CI log had {blob} in it"
+    assert sanitize_text(text, destination="remote") == (
+        "the CI log had [DS4 REDACTED SECRET] in it",
+        0,
+        1,
+    )
+    # In a JSON text inside a string too, and in tool arguments (a payload's nested object).
+    payload = {"messages": [{"role": "tool", "content": json.dumps({"note": f"see {blob}"})}]}
+    sent = json.dumps(enforce_payload_privacy(payload, provider="openai").payload)
+    assert blob not in sent
+    assert "sk-proj-" not in sent
+
+
+def test_base64_that_decodes_to_no_secret_or_to_binary_is_left_alone() -> None:
+    import base64  # noqa: PLC0415
+
+    words = base64.b64encode(b"the build passed on every platform we test").decode()
+    binary = base64.b64encode(bytes(range(256))).decode()
+    integrity = "sha512-" + base64.b64encode(bytes(range(64))).decode()
+    for text in (f"log: {words} done", f"data:image/png;base64,{binary}", f'"integrity": "{integrity}"'):
+        assert sanitize_text(text, destination="remote") == (text, 0, 0)

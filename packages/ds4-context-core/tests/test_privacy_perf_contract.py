@@ -363,6 +363,8 @@ FRAGMENTS = st.sampled_from(
         "eyJzdWIiOiIxMjM0NTY3ODkwIn0.",
         "credentials",
         "PWD",
+        "a2V5IHNrLXByb2otWnE4MW1XeDBhTHAyS2Q3VHI0TnY5QmM2",  # base64 of a sentence with a key in it
+        "YWJj",  # base64 that joins such a blob into a longer run
         '\\"',
     ]
 )
@@ -500,3 +502,15 @@ def test_rewritten_keys_keep_their_place_and_every_value_is_still_sanitized(
     result = enforce_payload_privacy(payload, provider="openai")
     assert list(result.payload["metadata"].items()) == list(expected.items())
     assert (result.blocked_blocks, result.secret_redactions) == (blocked, redactions)
+
+
+_VALUE_TEXT = st.text(alphabet="ab_$1.([{<%>= \t\n\"',;)}\\xZ", max_size=12)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=_VALUE_TEXT, cut=st.integers(min_value=0, max_value=12))
+def test_the_reference_regex_answers_as_the_reference_loop(text: str, cut: int) -> None:
+    # The interpreted screen rules out code after a sign with one regex, the native one with a loop.
+    bound = min(cut, len(text))
+    loop = _privacy_walk._reference_after(text, 0, bound)
+    assert (_privacy_walk._REFERENCE.match(text, 0, bound) is not None) == loop

@@ -25,12 +25,15 @@ from ds4_context_core._exceptions import PrivacyEnforcementError
 from ds4_context_core._privacy._rules import (
     _BASE64_MIN,
     _BASE64_WHOLE,
+    _BLOB_MIN,
     _HIDDEN,
     CREDENTIAL_PLACEHOLDER,
     PRIVATE_KEY_PLACEHOLDER,
     SECRET_PLACEHOLDER,
     TOKEN_PLACEHOLDER,
     assignment_at,
+    base64_blob_secret,
+    base64_runs,
     bearer_at,
     credential_url_at,
     is_json_text,
@@ -327,6 +330,19 @@ def _reference_after(text: str, start: int, bound: int) -> bool:
 
 
 _OPENERS: Final = frozenset(map(ord, "([{$<%"))
+# _reference_after as one regex (matched up to the end of the value's string), for the interpreted screen:
+# one C-level match costs less there than the loop. A test holds the two to the same answers.
+_VALUE_END: Final = r"(?=[ \t\r\n,;)\]}\"'`\\]|\Z)"
+_REFERENCE: Final = re.compile(
+    r">?[ \t]*(?:\Z|[(\[{$<%\n\r]"
+    r"|[A-Za-z_][A-Za-z0-9_$]*(?:[(\[]|\.[A-Za-z0-9_$])"  # a call, subscript or attribute
+    r"|(?=[A-Za-z0-9_$]*[_$])[A-Za-z_][A-Za-z0-9_$]*"
+    + _VALUE_END  # a name with "_" or "$"
+    + r"|[A-Za-z_][A-Za-z0-9_$]{0,4}"
+    + _VALUE_END  # a short name
+    + ")",
+    re.ASCII,
+)
 
 
 def _key_signs(text: str, sign: str, ends: list[int]) -> list[int]:
@@ -429,19 +445,23 @@ _REVERSED_HEADS: Final = (
 _FORWARD_HEADS: Final = (b"-----BEGIN ", b"AKIA", b"ASIA", b"AIza", b"eyJ")
 
 
-def _bulk_hits(joined: str, redact: bool, ends: list[int]) -> list[int]:
-    """Positions in ``joined`` around which a rule may match, found by C-level searches (interpreted)."""
+def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[int]:
+    """Positions in ``joined`` around which a rule may match, found by C-level searches (interpreted).
+
+    ``raw`` is ``joined.encode("ascii", "replace")``.
+    """
     hits = [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
     if not redact:
         return hits
-    raw = joined.encode("ascii", "replace")
     lowered = raw.lower()
     last = len(raw) - 1
     for pattern in _REVERSED_SIGNS:
         for match in pattern.finditer(lowered[::-1]):
             position = last - match.start()
             bound = ends[bisect_right(ends, position)]
-            if not _reference_after(joined, position + 1, bound) and assignment_at(joined, position, bound):
+            if _REFERENCE.match(joined, position + 1, bound) is None and assignment_at(
+                joined, position, bound
+            ):
                 hits.append(position)
     backwards = raw[::-1]
     for pattern in _REVERSED_HEADS:
@@ -473,6 +493,21 @@ def _hidden_or_wrapped(text: str) -> bool:
     return is_json_text(text)
 
 
+def _base64_hits(joined: str, raw: bytes, ends: list[int]) -> list[int]:
+    """Indices of the strings holding a base64 run (within the string) that decodes to a secret."""
+    found: list[int] = []
+    for first, end in base64_runs(raw):
+        start = first
+        index = bisect_right(ends, start)
+        while start < end:  # a run that crosses into the next string is each string's own run
+            stop = min(end, ends[index])
+            if stop - start >= _BLOB_MIN and base64_blob_secret(joined[start:stop]):
+                found.append(index)
+            start = stop
+            index += 1
+    return found
+
+
 def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
     """Indices of the strings in ``texts`` that the full rules must see; no other one can change.
 
@@ -489,12 +524,15 @@ def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
             ends.append(total)
     else:
         ends = list(accumulate(map(len, texts)))
-    hits = _native_hits(joined, redact, ends) if native else _bulk_hits(joined, redact, ends)
+    # An ASCII copy at the same positions (see _bulk_hits), for the searches that run on bytes.
+    raw = joined.encode("ascii", "replace") if redact else b""
+    hits = _native_hits(joined, redact, ends) if native else _bulk_hits(joined, raw, redact, ends)
     wrapped: set[int] = set()
     if redact:
         for index, text in enumerate(texts):
             if _hidden_or_wrapped(text):
                 wrapped.add(index)
+        wrapped.update(_base64_hits(joined, raw, ends))
     if not hits:
         return wrapped
     return set(map(bisect_right, repeat(ends), hits)) | wrapped
