@@ -284,10 +284,27 @@ def test_deep_nesting_fails_closed_with_a_code() -> None:
     assert raised.value.code == "privacy-payload-too-deep"
 
 
-def test_a_deep_json_text_is_matched_as_text() -> None:
-    text = "[" * 10_000 + '"\\u0073k-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6"' + "]" * 10_000
-    redacted, _count = redact_secrets(text)
-    assert redacted == text  # not decodable within the limits; nothing raised, the raw text is matched
+@pytest.mark.parametrize("depth", [40, 10_000])
+def test_an_escaped_secret_in_a_json_text_too_deep_to_decode_is_still_caught(depth: int) -> None:
+    # 40: decodable, but deeper than the rules walk; 10,000: past the decoder's own limit.
+    text = "[" * depth + '"\\u0073k-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6"' + "]" * depth
+    result = enforce_payload_privacy({"messages": [{"role": "user", "content": text}]}, provider="openai")
+    sent = result.payload["messages"][0]["content"]
+    assert "Zq81mWx0aLp2" not in sent
+    assert sent == "[" * depth + '"[DS4 REDACTED CREDENTIAL]"' + "]" * depth
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": "\\u0073k-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6" ,,}',  # broken JSON
+        "the log says \\u0073k-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6 twice",  # escapes in prose
+    ],
+)
+def test_an_escaped_secret_outside_decodable_json_is_caught(text: str) -> None:
+    redacted, found = redact_secrets(text)
+    assert found == 1
+    assert "Zq81mWx0aLp2" not in redacted
 
 
 def test_a_50_megabyte_string_is_sanitized() -> None:

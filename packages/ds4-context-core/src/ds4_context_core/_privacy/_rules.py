@@ -542,11 +542,35 @@ def _inside(text: str) -> tuple[str, int]:
         try:
             decoded_json = json.loads(stripped)
         except (ValueError, RecursionError):
-            return text, 0
-        redacted, found = _json_strings(decoded_json, 0)
-        if found:
-            return json.dumps(redacted, ensure_ascii=False), found
-    return text, 0
+            decoded_json = None
+        else:
+            redacted, found = _json_strings(decoded_json, 0)
+            if found:
+                # Written without escapes, a value deeper than the walk went is plain text now: matched.
+                written, more = _plain_rules(json.dumps(redacted, ensure_ascii=False), True)
+                return written, found + more
+    return _escaped(text)
+
+
+# A "\uXXXX" escape of a character that may be part of a secret (not a quote, backslash or control).
+_UNICODE_ESCAPE: Final = re.compile(r"\\u([0-9A-Fa-f]{4})")
+
+
+def _unescape(match: re.Match[str]) -> str:
+    char = chr(int(match.group(1), 16))
+    return char if char.isprintable() and char not in '"\\' else match.group(0)
+
+
+def _escaped(text: str) -> tuple[str, int]:
+    """Secrets spelt with ``\\u`` escapes outside a JSON text the walk decodes (broken JSON, JSON too deep
+    or too large, prose): matched with the escapes read, and sent so, the secret replaced."""
+    if "\\u" not in text:
+        return text, 0
+    plain = _normalised(_UNICODE_ESCAPE.sub(_unescape, text))
+    if plain == text:
+        return text, 0
+    redacted, found = _plain_rules(plain, True)
+    return (redacted, found) if found else (text, 0)
 
 
 def is_json_text(text: str) -> bool:

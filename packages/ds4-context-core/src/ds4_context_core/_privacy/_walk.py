@@ -11,6 +11,7 @@ and Python imports the compiled one. Only the batch screen takes a different for
 from __future__ import annotations
 
 import json
+import operator
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
@@ -309,13 +310,19 @@ def _reference_after(text: str, start: int, bound: int) -> bool:
     first = ord(text[position])
     if first in _OPENERS or first in (10, 13):
         return True
+    if first in _QUOTES or (first == 92 and text.startswith('"', position + 1, bound)):
+        return _quoted_word(text, position, bound)
     if not (65 <= first <= 90 or 97 <= first <= 122 or first == 95):
         return False
     end = position
     underscore = False
+    letters = True
     while end < bound and _is_identifier_code(ord(text[end])):
-        if ord(text[end]) in (95, 36):  # "_" or "$"
+        code = ord(text[end])
+        if code in (95, 36):  # "_" or "$"
             underscore = True
+        if not (65 <= code <= 90 or 97 <= code <= 122):
+            letters = False
         end += 1
     # "(" or "[" always; "." only before a name ("hunter2." ends a sentence, "os.environ" is a path).
     if (
@@ -326,7 +333,33 @@ def _reference_after(text: str, start: int, bound: int) -> bool:
         return True
     if end < bound and ord(text[end]) not in _VALUE_ENDS:
         return False
-    return underscore or end - position < 6
+    # A bare word of letters only is a literal only at 20 characters or more (see _looks_like_bare_secret).
+    return underscore or end - position < 6 or (letters and end - position < 20)
+
+
+_QUOTES: Final = frozenset(map(ord, "\"'`"))
+_PLACEHOLDER_OPENERS: Final = frozenset(map(ord, "${<%"))
+
+
+def _quoted_word(text: str, position: int, bound: int) -> bool:
+    """Whether the quoted value at ``position`` (``"..."``, ``'...'``, a backtick, or ``\\"...\\"``) is
+    surely no secret: it opens with a placeholder's character, or is up to 39 letters and its closing
+    quote (a word; 40 would be an AWS secret key's length)."""
+    escaped = text[position] == "\\"
+    quote = text[position + 1] if escaped else text[position]
+    inner = position + (2 if escaped else 1)
+    if inner < bound and ord(text[inner]) in _PLACEHOLDER_OPENERS:
+        return True
+    end = inner
+    while end < bound and end - inner < 40:
+        code = ord(text[end])
+        if not (65 <= code <= 90 or 97 <= code <= 122):
+            break
+        end += 1
+    if end - inner >= 40:
+        return False
+    closing = "\\" + quote if escaped else quote
+    return text.startswith(closing, end, bound)
 
 
 _OPENERS: Final = frozenset(map(ord, "([{$<%"))
@@ -335,7 +368,11 @@ _OPENERS: Final = frozenset(map(ord, "([{$<%"))
 _VALUE_END: Final = r"(?=[ \t\r\n,;)\]}\"'`\\]|\Z)"
 _REFERENCE: Final = re.compile(
     r">?[ \t]*(?:\Z|[(\[{$<%\n\r]"
-    r"|[A-Za-z_][A-Za-z0-9_$]*(?:[(\[]|\.[A-Za-z0-9_$])"  # a call, subscript or attribute
+    r"|([\"'`])(?:[${<%]|[A-Za-z]{0,39}\1)"  # a quoted placeholder or word
+    r"|\\\"(?:[${<%]|[A-Za-z]{0,39}\\\")"  # the same in JSON-escaped quotes
+    r"|[A-Za-z]{1,19}"
+    + _VALUE_END  # a word of letters
+    + r"|[A-Za-z_][A-Za-z0-9_$]*(?:[(\[]|\.[A-Za-z0-9_$])"  # a call, subscript or attribute
     r"|(?=[A-Za-z0-9_$]*[_$])[A-Za-z_][A-Za-z0-9_$]*"
     + _VALUE_END  # a name with "_" or "$"
     + r"|[A-Za-z_][A-Za-z0-9_$]{0,4}"
@@ -442,7 +479,8 @@ _REVERSED_HEADS: Final = (
     re.compile(rb"_(?:[pousr]hg|fh|mpn|buhtig|(?:evil|tset)_k[sr])"),  # ghp_, hf_, npm_, github_, sk_live_
     re.compile(rb"-(?:ks|taplg|[abposr]xox)"),  # sk-, glpat-, xoxb-
 )
-_FORWARD_HEADS: Final = (b"-----BEGIN ", b"AKIA", b"ASIA", b"AIza", b"eyJ")
+_FORWARD_HEADS: Final = (b"-----BEGIN ", b"eyJ")
+_AWS_GOOGLE_HEADS: Final = re.compile(rb"A(?:KIA|SIA|Iza)")  # one memchr pass for the three "A" heads
 
 
 def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[int]:
@@ -471,6 +509,7 @@ def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[i
         while position >= 0:
             hits.append(position)
             position = raw.find(head, position + 1)
+    hits.extend(match.start() for match in _AWS_GOOGLE_HEADS.finditer(raw))
     position = raw.find(b"://")
     while position >= 0:
         if credential_url_at(joined, position, ends[bisect_right(ends, position)]) is not None:
@@ -484,13 +523,28 @@ def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[i
     return hits
 
 
-def _hidden_or_wrapped(text: str) -> bool:
-    """Whether ``text`` may hide a secret from the anchors: normalisable characters, base64, escapes."""
-    if not text.isascii() and _HIDDEN.search(text) is not None:
-        return True
-    if len(text) >= _BASE64_MIN and text.find(" ") < 0 and _BASE64_WHOLE.fullmatch(text.strip()) is not None:
-        return True
-    return is_json_text(text)
+def _wrapped_strings(texts: list[str], joined: str, raw: bytes, ends: list[int]) -> set[int]:
+    """Indices of the strings that may hide a secret from the anchors: normalisable characters, ``\\u``
+    escapes, a JSON text or a whole-string base64 value (each judged stripped, as the rules judge it).
+    Found with C-level searches over the joined text and maps over the strings, not one call a string."""
+    found: set[int] = set()
+    if not joined.isascii():  # str.isascii is a flag CPython keeps: no scan
+        others = compress(range(len(texts)), map(operator.not_, map(str.isascii, texts)))
+        found.update(index for index in others if _HIDDEN.search(texts[index]) is not None)
+    position = raw.find(b"\\u")
+    while position >= 0:  # one that spans two strings flags the first needlessly
+        found.add(bisect_right(ends, position))
+        position = raw.find(b"\\u", position + 2)
+    stripped = list(map(str.strip, texts))  # the same object where nothing is stripped
+    opens = map(str.startswith, stripped, repeat(("{", "[")))
+    found.update(index for index in compress(range(len(texts)), opens) if is_json_text(stripped[index]))
+    long_words = compress(range(len(texts)), map(_BASE64_MIN.__le__, map(len, stripped)))
+    found.update(
+        index
+        for index in long_words
+        if " " not in stripped[index] and _BASE64_WHOLE.fullmatch(stripped[index]) is not None
+    )
+    return found
 
 
 def _base64_hits(joined: str, raw: bytes, ends: list[int]) -> list[int]:
@@ -529,9 +583,7 @@ def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
     hits = _native_hits(joined, redact, ends) if native else _bulk_hits(joined, raw, redact, ends)
     wrapped: set[int] = set()
     if redact:
-        for index, text in enumerate(texts):
-            if _hidden_or_wrapped(text):
-                wrapped.add(index)
+        wrapped = _wrapped_strings(texts, joined, raw, ends)
         wrapped.update(_base64_hits(joined, raw, ends))
     if not hits:
         return wrapped
