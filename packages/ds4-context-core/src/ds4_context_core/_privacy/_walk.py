@@ -4,8 +4,7 @@ This module is private and self-contained (``_privacy`` holds the public API and
 written for mypyc as well as for the interpreter: the walk is a class with typed attributes whose methods
 call each other, and module constants are ``Final``. The pure wheel runs this file as it is; the compiled
 wheel (the default on Linux x86_64, ``docs/install.md``) ships the same file compiled by mypyc next to it,
-and Python imports the compiled one. Only the batch screen takes a different form in each (see
-``_NATIVE_SCREEN``); behaviour is identical either way, and core's tests run against both.
+and Python imports the compiled one. Behaviour is identical either way, and core's tests run against both.
 """
 
 from __future__ import annotations
@@ -16,8 +15,6 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from itertools import accumulate, compress, repeat
-from operator import or_
-from types import FunctionType
 from typing import Any, Final
 
 import msgspec
@@ -147,51 +144,6 @@ def _segments(text: str) -> list[tuple[str, int]] | None:
     return segments
 
 
-# The words every name of the assignment rule ends with (api_key, access_token, ...), what may stand
-# between such a word and its "=" or ":" (an optional quote, then spaces), and how long that gap is looked
-# at. Each word ends in a letter that rules most signs out with one look (see _key_before).
-_KEY_GAP_CODES: Final = frozenset(map(ord, " \t\n\r\f\v\"'`\\"))
-_KEY_GAP_MAX: Final = 4  # a longer gap before a "=" or ":" counts without looking for the word
-# ``| 32`` lower-cases an ASCII letter's code and maps no other character onto a letter, so comparing codes
-# that way is the rules' own ASCII-only case-insensitive test.
-_KEY_WORDS_BY_LAST: Final[dict[int, tuple[str, ...]]] = {
-    ord("y"): ("key",),
-    ord("n"): ("token",),
-    ord("t"): ("secret",),
-    ord("d"): ("password", "passwd", "pwd"),
-    ord("s"): ("credentials",),
-    ord("l"): ("credential",),
-}
-# A "key" is a secret's name only after one of these words (and an optional "_" or "-"): api_key, secretKey.
-_KEY_OWNERS: Final = ("api", "secret", "access", "private", "auth")
-
-
-def _key_before(text: str, position: int) -> bool:
-    """Whether the assignment rule may match with its "=" or ":" at ``position`` of ``text``.
-
-    That needs a secret's name and a gap of quotes and spaces right before it. It may answer yes needlessly
-    (a gap of :data:`_KEY_GAP_MAX` or more), never no wrongly.
-    """
-    end = position
-    while end and position - end < _KEY_GAP_MAX and ord(text[end - 1]) in _KEY_GAP_CODES:
-        end -= 1
-    if position - end == _KEY_GAP_MAX:
-        return True
-    words = _KEY_WORDS_BY_LAST.get(ord(text[end - 1]) | 32) if end else None
-    if words is None:
-        return False
-    for word in words:
-        start = end - len(word)
-        if start >= 0 and text[start:end].lower() == word:
-            if word != "key":
-                return True
-            if start and text[start - 1] in "_-":
-                start -= 1
-            head = text[max(0, start - 7) : start].lower()
-            return head.endswith(_KEY_OWNERS)
-    return False
-
-
 class _Counts:
     __slots__ = ("blocked", "changed", "redactions")
 
@@ -248,123 +200,17 @@ def _key_text(key: Any) -> str:
     )
 
 
-# The batch screen. Every rule needs one of a few characters that `str.find` locates with memchr, far
-# faster than any multi-character search: a marker needs "[", a private key block, "sk-", "glpat-" and
-# "xoxb-" need "-", the "_" tokens (GitHub, Stripe, Hugging Face, npm) need "_", AWS and Google keys need
-# "I", a JWT needs "J", an assignment needs "=" or ":" (a credential URL needs ":" too), a bearer token "b"
-# or "B". The positions of each character are gathered first, then confirmed by a short look around each.
-# A confirmation only ever over-approximates its rule, and every string with a confirmed hit runs the full
-# rules. What no anchor can see (fullwidth or zero-width characters, whole-string base64, JSON escapes)
-# is screened string by string in :func:`_flag_strings`.
-#
-# The confirmations are written twice, once for each build, because what is fast is opposite in them.
-# Compiled by mypyc, a loop over ``ord(text[i])`` is a few machine instructions a character, so the
-# native screen confirms each position in a loop and never lower-cases the text. Interpreted, every loop
-# step costs a bytecode dispatch, so the bulk screen hands whole lists of positions to C-level ``map``s
-# and finds "bearer" with the regex engine in a lower-cased copy. Both screens are tested on both builds.
-# The "_" each "_" token holds after a fixed head: ghp_, sk_live_ (its second "_"), hf_, npm_, github_.
-_UNDERSCORE_HEADS: Final = (
-    *("ghp", "gho", "ghu", "ghs", "ghr", "hf", "npm", "github"),
-    *("sk_live", "sk_test", "rk_live", "rk_test"),
-)
-_DASH_HEADS: Final = ("sk", "glpat", "xoxa", "xoxb", "xoxp", "xoxo", "xoxs", "xoxr")
-_GITHUB_KINDS: Final = frozenset(map(ord, "pousr"))  # the letter between "gh" and "_"
-_BEARER_HEADS: Final = ("b", "B")
-_BEARER_WORD: Final = re.compile("bearer")  # the regex engine's literal search beats str.find here
-
-
-def _positions(text: str, anchor: str) -> list[int]:
-    """Every position of the one-character ``anchor`` in ``text``."""
-    # ``text.find`` is called as a method each time, not through a bound local: compiled by mypyc, that
-    # call is a direct C call (a memchr), not a Python-level one.
-    found: list[int] = []
-    position = text.find(anchor)
-    while position >= 0:
-        found.append(position)
-        position = text.find(anchor, position + 1)
-    return found
-
-
-_REFERENCE_ENDS: Final = frozenset(map(ord, "(.["))  # an identifier then one of these is a reference
-_VALUE_ENDS: Final = frozenset(map(ord, " \t\r\n,;)]}\"'`\\"))  # where a bare value ends
-
-
-def _is_identifier_code(code: int) -> bool:
-    return 48 <= code <= 57 or 65 <= code <= 90 or 97 <= code <= 122 or code in (95, 36)
-
-
-def _reference_after(text: str, start: int, bound: int) -> bool:
-    """Whether what follows a "=" or ":" at ``start`` is surely code, not a literal the rule redacts.
-
-    True only for what :func:`assignment_at` always refuses: nothing, a value opening with "(", "[",
-    "{", "$", "<" or "%", an identifier followed by "(", "." or "[" (a call, attribute or subscript),
-    and an identifier that holds a "_" or is shorter than 6 characters. Anything else is left to it.
-    """
-    position = start
-    if position < bound and text[position] == ">":
-        position += 1  # "=>"
-    while position < bound and text[position] in " \t":
-        position += 1
-    if position >= bound:
-        return True
-    first = ord(text[position])
-    if first in _OPENERS or first in (10, 13):
-        return True
-    if first in _QUOTES or (first == 92 and text.startswith('"', position + 1, bound)):
-        return _quoted_word(text, position, bound)
-    if not (65 <= first <= 90 or 97 <= first <= 122 or first == 95):
-        return False
-    end = position
-    underscore = False
-    letters = True
-    while end < bound and _is_identifier_code(ord(text[end])):
-        code = ord(text[end])
-        if code in (95, 36):  # "_" or "$"
-            underscore = True
-        if not (65 <= code <= 90 or 97 <= code <= 122):
-            letters = False
-        end += 1
-    # "(" or "[" always; "." only before a name ("hunter2." ends a sentence, "os.environ" is a path).
-    if (
-        end < bound
-        and ord(text[end]) in _REFERENCE_ENDS
-        and (text[end] != "." or (end + 1 < bound and _is_identifier_code(ord(text[end + 1]))))
-    ):
-        return True
-    if end < bound and ord(text[end]) not in _VALUE_ENDS:
-        return False
-    # A bare word of letters only is a literal only at 20 characters or more (see _looks_like_bare_secret).
-    return underscore or end - position < 6 or (letters and end - position < 20)
-
-
-_QUOTES: Final = frozenset(map(ord, "\"'`"))
-_PLACEHOLDER_OPENERS: Final = frozenset(map(ord, "${<%"))
-
-
-def _quoted_word(text: str, position: int, bound: int) -> bool:
-    """Whether the quoted value at ``position`` (``"..."``, ``'...'``, a backtick, or ``\\"...\\"``) is
-    surely no secret: it opens with a placeholder's character, or is up to 39 letters and its closing
-    quote (a word; 40 would be an AWS secret key's length)."""
-    escaped = text[position] == "\\"
-    quote = text[position + 1] if escaped else text[position]
-    inner = position + (2 if escaped else 1)
-    if inner < bound and ord(text[inner]) in _PLACEHOLDER_OPENERS:
-        return True
-    end = inner
-    while end < bound and end - inner < 40:
-        code = ord(text[end])
-        if not (65 <= code <= 90 or 97 <= code <= 122):
-            break
-        end += 1
-    if end - inner >= 40:
-        return False
-    closing = "\\" + quote if escaped else quote
-    return text.startswith(closing, end, bound)
-
-
-_OPENERS: Final = frozenset(map(ord, "([{$<%"))
-# _reference_after as one regex (matched up to the end of the value's string), for the interpreted screen:
-# one C-level match costs less there than the loop. A test holds the two to the same answers.
+# The batch screen. Every rule needs a few literal characters in a row (a sign after a secret's name,
+# the head of a token, "://", "bearer", "[ds4:"): the screen finds them in all content strings joined,
+# at C speed, confirms the few candidates with the rule's own test where that is cheap, and only strings
+# with a hit run the full rules. A confirmation only ever over-approximates its rule. What no anchor can
+# see (fullwidth or zero-width characters, base64, JSON escapes) is screened by :func:`_wrapped_strings`
+# and :func:`_base64_hits`. The same code runs in both builds: compiled by mypyc, the loop over the
+# candidates is native, and the searches are the same C calls either way.
+# What follows a "=" or ":" that assignment_at always refuses, so the screen does not ask it: nothing,
+# a newline, an opener ("(", "[", "{", "$", "<", "%"), a quoted placeholder or word of up to 39 letters,
+# a bare word of up to 19 letters, a call, subscript or attribute, a name holding "_" or "$", or a name
+# of up to 5 characters. One C-level match, up to the end of the value's string.
 _VALUE_END: Final = r"(?=[ \t\r\n,;)\]}\"'`\\]|\Z)"
 _REFERENCE: Final = re.compile(
     r">?[ \t]*(?:\Z|[(\[{$<%\n\r]"
@@ -382,88 +228,7 @@ _REFERENCE: Final = re.compile(
 )
 
 
-def _key_signs(text: str, sign: str, ends: list[int]) -> list[int]:
-    """Positions of ``sign`` in ``text`` where the assignment or credential URL rule matches.
-
-    ``ends`` are the ends of the strings ``text`` joins (see :func:`_flag_strings`): a value is looked for
-    up to the end of its own string, so the answer for a sign is the rule's own (where the name before
-    it reaches into the string before, it may say yes needlessly, never no wrongly).
-    """
-    found: list[int] = []
-    position = text.find(sign)
-    while position >= 0:
-        if _key_before(text, position):
-            bound = ends[bisect_right(ends, position)] if ends else len(text)
-            if not _reference_after(text, position + 1, bound) and assignment_at(text, position, bound):
-                found.append(position)
-        elif sign == ":" and text.startswith("//", position + 1):
-            bound = ends[bisect_right(ends, position)] if ends else len(text)
-            if credential_url_at(text, position, bound) is not None:
-                found.append(position)
-        position = text.find(sign, position + 1)
-    return found
-
-
-def _capital_i(joined: str, position: int) -> bool:
-    """Whether the "I" at ``position`` may be the one of "AKIA", "ASIA" or "AIza"."""
-    return (joined.startswith("AI", position - 1) and joined.startswith("z", position + 1)) or (
-        position >= 2 and (joined.startswith("AKIA", position - 2) or joined.startswith("ASIA", position - 2))
-    )
-
-
-def _anchored_hits(joined: str, redact: bool) -> list[int]:
-    """The hits of both screens for the anchors that are rare in any text: "[", "-", "I" and "J"."""
-    brackets = _positions(joined, "[")
-    hits = list(compress(brackets, map(_MARKER.match, repeat(joined), brackets)))
-    if redact:
-        dashes = _positions(joined, "-")
-        credential = map(joined.endswith, repeat(_DASH_HEADS), repeat(0), dashes)
-        private_key = map(joined.startswith, repeat("-----BEGIN "), dashes)
-        hits.extend(compress(dashes, map(or_, credential, private_key)))
-        capital_is = _positions(joined, "I")
-        hits.extend(compress(capital_is, map(_capital_i, repeat(joined), capital_is)))
-        capital_js = _positions(joined, "J")
-        hits.extend(compress(capital_js, map(joined.endswith, repeat("ey"), repeat(0), capital_js)))
-    return hits
-
-
-def _native_hits(joined: str, redact: bool, ends: list[int]) -> list[int]:
-    """Positions in ``joined`` around which a rule may match, confirmed in loops (the compiled build)."""
-    hits = _anchored_hits(joined, redact)
-    if not redact:
-        return hits
-    for position in _positions(joined, "_"):
-        if position >= 2:
-            before = ord(joined[position - 1]) | 32
-            second = ord(joined[position - 2]) | 32
-            if (
-                (before in (101, 116) and joined.endswith(("k_live", "k_test"), 0, position))  # sk_live_
-                or (before == 102 and second == 104)  # "hf"
-                or (before == 109 and second == 112)  # "pm" of "npm"
-                or (before == 98 and second == 117)  # "ub" of "github"
-                or (position >= 3 and second == 104 and ord(joined[position - 3]) == 103)  # "gh?"
-            ):
-                hits.append(position)
-    hits.extend(_key_signs(joined, "=", ends))
-    hits.extend(_key_signs(joined, ":", ends))
-    last = len(joined) - len("bearer")
-    for head in _BEARER_HEADS:
-        position = joined.find(head)
-        while 0 <= position <= last:
-            if (  # "earer", by code (see _KEY_WORDS_BY_LAST)
-                ord(joined[position + 1]) | 32 == 101
-                and ord(joined[position + 2]) | 32 == 97
-                and ord(joined[position + 3]) | 32 == 114
-                and ord(joined[position + 4]) | 32 == 101
-                and ord(joined[position + 5]) | 32 == 114
-                and bearer_at(joined, position, ends[bisect_right(ends, position)])
-            ):
-                hits.append(position)
-            position = joined.find(head, position + 1)
-    return hits
-
-
-# The interpreted screen reads an ASCII copy of the joined text as bytes (every other character becomes
+# The screen reads an ASCII copy of the joined text as bytes (every other character becomes
 # "?", so positions stay the same; no rule matches outside ASCII once text is normalised), which the
 # regex engine and ``bytes.find`` search at C speed. A rule anchored on a sign or a separator that ends a
 # word (the "=" after "api_key", the "_" after "ghp") is found in the reversed copy, where that character
@@ -562,25 +327,17 @@ def _base64_hits(joined: str, raw: bytes, ends: list[int]) -> list[int]:
     return found
 
 
-def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
+def _flag_strings(texts: list[str], redact: bool) -> set[int]:
     """Indices of the strings in ``texts`` that the full rules must see; no other one can change.
 
-    The strings are searched concatenated, by the native or the bulk screen. A confirmation may look
-    across into a neighbour, which can only flag a string needlessly, never miss one: every real match
-    lies wholly inside its string.
+    The strings are searched concatenated. A confirmation may look across into a neighbour, which can
+    only flag a string needlessly, never miss one: every real match lies wholly inside its string.
     """
     joined = "".join(texts)
-    if native:
-        ends: list[int] = []  # string i spans ends[i - 1]:ends[i]
-        total = 0
-        for text in texts:
-            total += len(text)
-            ends.append(total)
-    else:
-        ends = list(accumulate(map(len, texts)))
+    ends = list(accumulate(map(len, texts)))  # string i spans ends[i - 1]:ends[i]
     # An ASCII copy at the same positions (see _bulk_hits), for the searches that run on bytes.
     raw = joined.encode("ascii", "replace") if redact else b""
-    hits = _native_hits(joined, redact, ends) if native else _bulk_hits(joined, raw, redact, ends)
+    hits = _bulk_hits(joined, raw, redact, ends)
     wrapped: set[int] = set()
     if redact:
         wrapped = _wrapped_strings(texts, joined, raw, ends)
@@ -588,14 +345,6 @@ def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
     if not hits:
         return wrapped
     return set(map(bisect_right, repeat(ends), hits)) | wrapped
-
-
-def _is_compiled() -> bool:
-    """Whether this module runs compiled by mypyc: its functions are then not Python functions."""
-    return not isinstance(_is_compiled, FunctionType)
-
-
-_NATIVE_SCREEN: Final = _is_compiled()
 
 
 _BINARY_TYPES: Final = (bytes, bytearray, memoryview)
@@ -935,7 +684,7 @@ class _Walk:
         if texts:
             owners = self.owners
             slots = self.slots
-            for index in _flag_strings(texts, self.redact, _NATIVE_SCREEN):
+            for index in _flag_strings(texts, self.redact):
                 owners[index][slots[index]] = self.text(texts[index])
         for items in self.dropping:
             items[:] = [item for item in items if item is not _DROPPED]
