@@ -275,25 +275,41 @@ def load_real() -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
 
 def accuracy(
     enforce: Callable[..., Any], redact: Callable[[str], tuple[str, int]]
-) -> tuple[int, int, int, int, list[str]]:
-    """``(planted, missed, redactions, false redactions, corpus lines changed)`` on the real fixture."""
+) -> tuple[int, int, int, int, int, list[str]]:
+    """``(planted, missed, redactions, false, false that are key-shaped, corpus lines changed)``.
+
+    A redaction is counted where a placeholder appears that the message did not hold before (the docs
+    the fixture quotes show placeholders themselves). A false one is *key-shaped* when the message holds,
+    besides its planted secret, a literal of an issued token's shape (an example key in a test or in the
+    docs, such as ``sk-live-0123…``): privacy redacts those on purpose, it cannot tell a fake key from one.
+    """
+    from ds4_context_core._privacy._rules import _TOKENS  # noqa: PLC0415
+
     payload, planted, lines = load_real()
     sent = enforce(payload, provider="openai").payload["messages"]
     by_message: dict[int, list[dict[str, Any]]] = {}
     for entry in planted:
         by_message.setdefault(int(entry["message"]), []).append(entry)
     missed: list[str] = []
-    redactions = false = 0
+    redactions = false = shaped = 0
     for index, message in enumerate(sent):
         text = json.dumps(message)
-        found = text.count(PLACEHOLDER_HEAD)
+        original = json.dumps(payload["messages"][index])
+        found = text.count(PLACEHOLDER_HEAD) - original.count(PLACEHOLDER_HEAD)
         mine = by_message.get(index, [])
         # A secret counts as missed when any 12-character piece of it after its prefix is still sent.
         missed.extend(entry["format"] for entry in mine if _leaks(entry, text))
         redactions += found
-        false += max(0, found - len(mine))
+        extra = max(0, found - len(mine))
+        false += extra
+        if extra:
+            rest = original
+            for entry in mine:
+                rest = rest.replace(json.dumps(str(entry["secret"]))[1:-1], "")
+            if any(pattern.search(rest) for _gates, pattern in _TOKENS):
+                shaped += extra
     changed = [line for line in lines if redact(line)[1]]
-    return len(planted), len(missed), redactions, false, changed
+    return len(planted), len(missed), redactions, false, shaped, changed
 
 
 def _leaks(entry: dict[str, Any], sent: str) -> bool:
@@ -313,11 +329,13 @@ def real_section(quick: bool) -> None:
 
     payload, _planted, _lines = load_real()
     size = len(json.dumps(payload))
-    planted, missed, redactions, false, changed = accuracy(enforce_payload_privacy, redact_secrets)
+    planted, missed, redactions, false, shaped, changed = accuracy(enforce_payload_privacy, redact_secrets)
     share = false / redactions if redactions else 0.0
+    unshaped = (false - shaped) / redactions if redactions else 0.0
     print(
         f"real coding payload: 1,000 messages ({size / 1024:.0f} KiB JSON), {planted} planted secrets: "
-        f"{missed} missed, {redactions} redactions, {false} false ({share:.1%}); "
+        f"{missed} missed, {redactions} redactions, {false} not planted ({share:.1%}), of which {shaped} "
+        f"example keys of a token's shape in the sources; {false - shaped} false ({unshaped:.1%}); "
         f"code corpus: {len(changed)} of {len(_lines)} lines changed"
     )
     for line in changed[:5]:

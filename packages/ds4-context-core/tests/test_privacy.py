@@ -121,7 +121,7 @@ def test_nesting_never_downgrades() -> None:
         ("sk-proj-abcdefghijklmnopqrstuv", "[DS4 REDACTED CREDENTIAL]"),
         ("sk-ant-api03-abcdefgh", "[DS4 REDACTED CREDENTIAL]"),
         ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "[DS4 REDACTED CREDENTIAL]"),
-        ("gho_ABCDEFGHIJKLMNOPQRSTUV", "[DS4 REDACTED CREDENTIAL]"),
+        ("gho_16C7e42F292c6912E7710c838347Ae178B4a", "[DS4 REDACTED CREDENTIAL]"),
         ("AKIAABCDEFGHIJKLMNOP", "[DS4 REDACTED CREDENTIAL]"),
         ("Bearer eyJhbGciOiJIUzI1NiJ9.payload", "Bearer [DS4 REDACTED TOKEN]"),
         ("api_key=abc123secret", "api_key=[DS4 REDACTED SECRET]"),
@@ -338,3 +338,68 @@ def test_tuples_and_structs_are_traversed() -> None:
     assert json.dumps(result.payload) == json.dumps(
         {"messages": [{"content": ["[DS4 REDACTED CREDENTIAL]"]}, {"text": "Bearer [DS4 REDACTED TOKEN]"}]}
     )
+
+
+def _base62_checksum(body: str) -> str:
+    """The 6 base62 digits of the CRC32 of ``body``, as GitHub and npm end their tokens with."""
+    import binascii  # noqa: PLC0415
+
+    alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    value = binascii.crc32(body.encode())
+    digits = ""
+    while value:
+        value, digit = divmod(value, 62)
+        digits = alphabet[digit] + digits
+    return digits.rjust(6, "0")
+
+
+@pytest.mark.parametrize("prefix", ["ghp_", "gho_", "ghs_", "npm_"])
+def test_a_token_without_digits_is_caught_by_its_checksum(prefix: str) -> None:
+    body = "QwErTyUiOpAsDfGhJkLzXcVbNmQwEr"  # letters only: caught by the checksum, not by its mix
+    token = prefix + body + _base62_checksum(body)
+    assert sanitize_text(f"key {token}.", destination="remote")[0] == "key [DS4 REDACTED CREDENTIAL]."
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ghs_ProcessHandlerFactoryImplementation",  # a symbol that starts like a GitHub token
+        "ghp_" + "a" * 36,  # no checksum, no digits: a placeholder
+        "npm_" + "x" * 36,
+        "sk_live_abcdefghijklmnop",  # a Stripe-looking name of one kind of character
+        "AIza" + "b" * 35,
+        "hf_" + "modelcardsandconfigurationfiles",
+        "xoxo-hugs-and-kisses-to-you",  # Slack tokens hold their team and user numbers
+        # Two base64url JSON parts, but the first names no algorithm: not a JWT.
+        "eyJmb28iOiJiYXIifQ.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig",
+    ],
+)
+def test_a_name_that_only_starts_like_a_token_is_left_alone(text: str) -> None:
+    assert sanitize_text(f"see {text} here", destination="remote") == (f"see {text} here", 0, 0)
+
+
+def test_base64_inside_a_sentence_that_decodes_to_a_secret_is_redacted() -> None:
+    import base64  # noqa: PLC0415
+
+    blob = base64.b64encode(b"export OPENAI_API_KEY=sk-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6").decode()
+    text = f"the CI log had {blob} in it"
+    assert sanitize_text(text, destination="remote") == (
+        "the CI log had [DS4 REDACTED SECRET] in it",
+        0,
+        1,
+    )
+    # In a JSON text inside a string too, and in tool arguments (a payload's nested object).
+    payload = {"messages": [{"role": "tool", "content": json.dumps({"note": f"see {blob}"})}]}
+    sent = json.dumps(enforce_payload_privacy(payload, provider="openai").payload)
+    assert blob not in sent
+    assert "sk-proj-" not in sent
+
+
+def test_base64_that_decodes_to_no_secret_or_to_binary_is_left_alone() -> None:
+    import base64  # noqa: PLC0415
+
+    words = base64.b64encode(b"the build passed on every platform we test").decode()
+    binary = base64.b64encode(bytes(range(256))).decode()
+    integrity = "sha512-" + base64.b64encode(bytes(range(64))).decode()
+    for text in (f"log: {words} done", f"data:image/png;base64,{binary}", f'"integrity": "{integrity}"'):
+        assert sanitize_text(text, destination="remote") == (text, 0, 0)

@@ -3,12 +3,13 @@
 The formats are the ones ``docs/core/privacy.md`` lists; each secret is generated fresh in its real shape
 and planted at the start, middle or end of a text, as an object value under a secret's name and as one
 under a neutral name, in the four payload formats, plain, in fullwidth letters, with zero-width spaces
-and wrapped in base64.
+and wrapped in base64 (a whole string, or a blob inside a sentence).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import string
 from pathlib import Path
@@ -34,6 +35,37 @@ def _chars(alphabet: str, size: int) -> st.SearchStrategy[str]:
     return st.text(alphabet=alphabet, min_size=size, max_size=size).filter(lambda text: len(set(text)) >= 6)
 
 
+def _mixed(alphabet: str, size: int) -> st.SearchStrategy[str]:
+    """A generated token's body: random, so it mixes at least two of lower case, upper case and digits."""
+    return _chars(alphabet, size).filter(
+        lambda text: (
+            sum(
+                (
+                    any(c.islower() for c in text),
+                    any(c.isupper() for c in text),
+                    any(c.isdigit() for c in text),
+                )
+            )
+            >= 2
+        )
+    )
+
+
+def _checksummed(prefix: str) -> st.SearchStrategy[tuple[str, str]]:
+    """A GitHub or npm token: 30 random characters and their CRC32 in 6 base62 digits (any letters)."""
+    alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+    def token(body: str) -> tuple[str, str]:
+        value = binascii.crc32(body.encode())
+        digits = ""
+        while value:
+            value, digit = divmod(value, 62)
+            digits = alphabet[digit] + digits
+        return f"{prefix}{body}{digits.rjust(6, '0')}", body
+
+    return _chars(ALNUM, 30).map(token)
+
+
 def _jwt(claims: str) -> str:
     head = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
     body = base64.urlsafe_b64encode(json.dumps({"sub": claims}).encode()).rstrip(b"=").decode()
@@ -44,18 +76,18 @@ def _jwt(claims: str) -> str:
 FORMATS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     "openai": _chars(ALNUM, 40).map(lambda s: (f"sk-proj-{s}", s)),
     "anthropic": _chars(ALNUM, 60).map(lambda s: (f"sk-ant-api03-{s}AA", s)),
-    "stripe": st.tuples(st.sampled_from(["sk_live_", "rk_live_", "sk_test_"]), _chars(ALNUM, 24)).map(
+    "stripe": st.tuples(st.sampled_from(["sk_live_", "rk_live_", "sk_test_"]), _mixed(ALNUM, 24)).map(
         lambda p: (p[0] + p[1], p[1])
     ),
     "aws-access-key-id": _chars(string.ascii_uppercase + string.digits, 16).map(lambda s: (f"AKIA{s}", s)),
     "aws-secret-access-key": _chars(ALNUM + "+/", 40).map(lambda s: (f"AWS_SECRET_ACCESS_KEY={s}", s)),
-    "github": _chars(ALNUM, 36).map(lambda s: (f"ghp_{s}", s)),
-    "github-fine-grained": _chars(ALNUM, 60).map(lambda s: (f"github_pat_11AB{s}", s)),
+    "github": st.sampled_from(["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]).flatmap(_checksummed),
+    "github-fine-grained": _mixed(ALNUM, 60).map(lambda s: (f"github_pat_11AB{s}", s)),
     "gitlab": _chars(ALNUM, 20).map(lambda s: (f"glpat-{s}", s)),
-    "google": _chars(ALNUM, 35).map(lambda s: (f"AIza{s}", s)),
+    "google": _mixed(ALNUM, 35).map(lambda s: (f"AIza{s}", s)),
     "slack": _chars(ALNUM, 24).map(lambda s: (f"xoxb-123456789012-{s}", s)),
-    "huggingface": _chars(string.ascii_letters, 34).map(lambda s: (f"hf_{s}", s)),
-    "npm": _chars(ALNUM, 36).map(lambda s: (f"npm_{s}", s)),
+    "huggingface": _mixed(string.ascii_letters, 34).map(lambda s: (f"hf_{s}", s)),
+    "npm": _checksummed("npm_"),
     "jwt": _chars(ALNUM, 24).map(lambda s: (_jwt(s), s[::-1])),
     "pem": _chars(ALNUM + "+/", 64).map(
         lambda s: (f"-----BEGIN RSA PRIVATE KEY-----\n{s}\n-----END RSA PRIVATE KEY-----", s)
@@ -133,8 +165,6 @@ def _case(draw: st.DrawFn) -> tuple[str, str, str, str, str]:
     text, secret = draw(FORMATS[name])
     position = draw(st.sampled_from(POSITIONS))
     wrapping = draw(st.sampled_from(WRAPPINGS))
-    if wrapping == "base64" and position in ("start", "middle", "end"):
-        position = "object-value"  # base64 is looked inside as a whole string
     return name, text, secret, position, wrapping
 
 
@@ -254,10 +284,27 @@ def test_deep_nesting_fails_closed_with_a_code() -> None:
     assert raised.value.code == "privacy-payload-too-deep"
 
 
-def test_a_deep_json_text_is_matched_as_text() -> None:
-    text = "[" * 10_000 + '"\\u0073k-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6"' + "]" * 10_000
-    redacted, _count = redact_secrets(text)
-    assert redacted == text  # not decodable within the limits; nothing raised, the raw text is matched
+@pytest.mark.parametrize("depth", [40, 10_000])
+def test_an_escaped_secret_in_a_json_text_too_deep_to_decode_is_still_caught(depth: int) -> None:
+    # 40: decodable, but deeper than the rules walk; 10,000: past the decoder's own limit.
+    text = "[" * depth + '"\\u0073k-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6"' + "]" * depth
+    result = enforce_payload_privacy({"messages": [{"role": "user", "content": text}]}, provider="openai")
+    sent = result.payload["messages"][0]["content"]
+    assert "Zq81mWx0aLp2" not in sent
+    assert sent == "[" * depth + '"[DS4 REDACTED CREDENTIAL]"' + "]" * depth
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": "\\u0073k-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6" ,,}',  # broken JSON
+        "the log says \\u0073k-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6 twice",  # escapes in prose
+    ],
+)
+def test_an_escaped_secret_outside_decodable_json_is_caught(text: str) -> None:
+    redacted, found = redact_secrets(text)
+    assert found == 1
+    assert "Zq81mWx0aLp2" not in redacted
 
 
 def test_a_50_megabyte_string_is_sanitized() -> None:

@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 import ds4_context_core as core
 from ds4_context_core.adapter import CompletionRequest
-from ds4_context_core.interop import to_anthropic_messages, to_openai_chat, to_openai_responses
+from ds4_context_core.interop import (
+    from_anthropic_messages,
+    from_openai_chat,
+    from_openai_responses,
+    to_anthropic_messages,
+    to_openai_chat,
+    to_openai_responses,
+)
 from ds4_context_core.planner import plan_context
 from ds4_context_core.privacy import enforce_payload_privacy, mark_local_only_messages
 
@@ -163,3 +170,115 @@ def test_a_local_provider_gets_the_flagged_tool_step_exactly(payload_format):
     local = enforce_payload_privacy(payload, provider="ollama").payload
     # As JSON: the canonical format's unchanged parts are tuples in the input, lists in the copy.
     assert json.dumps(local) == json.dumps(FORMATS[payload_format](history))
+
+
+# Provider histories whose unmodelled parts, message-level keys and per-call extra keys name a person and
+# carry numbers: the interop keeps them as opaque blocks (and fields blocks) so nothing is lost.
+_OPAQUE_SOURCES = {
+    "openai-chat": lambda: from_openai_chat(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "hi"},
+                    {"type": "input_audio", "input_audio": {"Jane_Doe_ssn": 123456789, "format": "wav"}},
+                ],
+                "name": "Jane_Doe_user",
+                "x_extra": {"Jane_Doe_key": 987654321},
+            },
+            {"role": "user", "content": "what next?"},
+        ],
+        session_id="s",
+    ),
+    "openai-responses": lambda: from_openai_responses(
+        [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "hi"},
+                    {"type": "input_file", "file_id": "f1", "Jane_Doe_k": 123456789},
+                ],
+            },
+            {"type": "web_search_call", "id": "ws_1", "Jane_Doe_q": {"n": 987654321}},
+            {"type": "message", "role": "user", "content": "what next?"},
+        ],
+        session_id="s",
+    ),
+    "anthropic": lambda: from_anthropic_messages(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "hi"},
+                        {"type": "document", "source": {"Jane_Doe_id": 123456789}},
+                    ],
+                    "x_extra": {"Jane_Doe_k": 987654321},
+                },
+                {"role": "user", "content": "what next?"},
+            ]
+        },
+        session_id="s",
+    ),
+}
+_WRITERS = {
+    "openai-chat": lambda messages: {"messages": to_openai_chat(messages)},
+    "openai-responses": lambda messages: {"input": to_openai_responses(messages)},
+    "anthropic": lambda messages: dict(to_anthropic_messages(messages)),
+}
+
+
+def _all_but_last_flagged(messages):
+    last = len(messages) - 1
+    return tuple(
+        msgspec.structs.replace(message, flags=msgspec.structs.replace(message.flags, local_only=True))
+        if index < last
+        else message
+        for index, message in enumerate(messages)
+    )
+
+
+@pytest.mark.parametrize("canonical", [False, True], ids=["provider-format", "canonical"])
+@pytest.mark.parametrize("source_format", sorted(_OPAQUE_SOURCES))
+def test_opaque_parts_and_fields_of_a_flagged_message_keep_keys_and_numbers_local(source_format, canonical):
+    history = _all_but_last_flagged(_OPAQUE_SOURCES[source_format]())
+
+    def write(messages):
+        if canonical:
+            return {"messages": msgspec.to_builtins(messages)}
+        return _WRITERS[source_format](messages)
+
+    payload = write(mark_local_only_messages(history))
+    sent = json.dumps(enforce_payload_privacy(payload, provider="openai").payload)
+    for private in ("Jane_Doe", "123456789", "987654321"):
+        assert private not in sent
+    assert "what next?" in sent
+    local = enforce_payload_privacy(payload, provider="ollama").payload
+    assert json.dumps(local) == json.dumps(write(history))
+
+
+def test_a_flagged_responses_call_keeps_its_extra_keys_local():
+    history = from_openai_responses(
+        [
+            {
+                "type": "function_call",
+                "call_id": "c1",
+                "name": "lookup",
+                "arguments": '{"q":1}',
+                "status": "completed",
+                "Jane_Doe_extra": 123456789,
+            },
+            {"type": "function_call_output", "call_id": "c1", "output": "ok", "Jane_Doe_out": 987654321},
+            {"type": "message", "role": "user", "content": "what next?"},
+        ],
+        session_id="s",
+    )
+    history = _all_but_last_flagged(history)
+    payload = {"input": to_openai_responses(mark_local_only_messages(history))}
+    sent = json.dumps(enforce_payload_privacy(payload, provider="openai").payload)
+    for private in ("Jane_Doe", "123456789", "987654321"):
+        assert private not in sent
+    assert '"c1"' in sent  # the call and its output still pair up
+    local = enforce_payload_privacy(payload, provider="ollama").payload
+    assert json.dumps(local) == json.dumps({"input": to_openai_responses(history)})

@@ -10,7 +10,10 @@ Structure is content too: a tool call's name and its arguments' keys and numbers
 strings (``lookup_patient_Jane_Doe(ssn=123456789)``). So a flagged call's arguments are carried as one
 marked JSON text under :data:`LOCAL_ONLY_KEY` (a remote provider sees that key and a placeholder, a local
 one gets the arguments back as they were), and tool names are marked (a remote provider sees
-``ds4_excluded``).
+``ds4_excluded``). Opaque blocks (provider parts and message-level fields this library does not model)
+are carried the same way under :data:`LOCAL_ONLY_VALUE_KEY`: a part keeps only its ``type``, a fields
+block only the library's own ``__ds4_`` marks that tell a writer how to lay the message out; every other
+key, number and string goes into the marked JSON text, which a local provider gets back in place.
 
 The text inside is first cleared of marker tags of its own, escaped ones included: a tag inside could
 otherwise close the wrapper early (and an escape does not survive being embedded in a JSON string, such
@@ -27,6 +30,7 @@ from typing import Any, Final
 
 import msgspec
 
+from ds4_context_core._exceptions import PrivacyEnforcementError
 from ds4_context_core._history._model import (
     CanonicalBlock,
     CanonicalMessage,
@@ -39,7 +43,14 @@ from ds4_context_core._history._model import (
     ToolResultBlock,
 )
 
-from ._walk import _LOCAL_ONLY_CLOSE, _LOCAL_ONLY_OPEN, _MARKER, LOCAL_ONLY_KEY, RAW_ARGUMENTS_KEY
+from ._walk import (
+    _LOCAL_ONLY_CLOSE,
+    _LOCAL_ONLY_OPEN,
+    _MARKER,
+    LOCAL_ONLY_KEY,
+    LOCAL_ONLY_VALUE_KEY,
+    RAW_ARGUMENTS_KEY,
+)
 
 __all__ = ["mark_local_only_messages"]
 
@@ -56,15 +67,65 @@ def _wrap(text: str) -> str:
     return f"{_OPEN}{inner}{_CLOSE}"
 
 
-def _wrap_values(value: Any) -> Any:
-    """Every string inside ``value`` wrapped; mapping keys are left alone (they name, they do not say)."""
+# Keys of a fields block that writers read as instructions (how to lay a message out, which extra keys
+# each call had): kept outside the marked text. Their values are the library's, or hold marked ones.
+_MARK_HEAD: Final = "__ds4_"
+_PER_CALL_FIELDS: Final = ("callFields", "toolUseFields")  # Responses (a list), Anthropic (by call id)
+
+
+def _marked_value(value: Any) -> dict[str, str]:
+    """``value`` (any JSON) as one marked JSON text: keys, numbers and strings alike stay local."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        raise PrivacyEnforcementError(
+            "privacy-unsupported-value", "a local-only opaque block holds a value that is not JSON"
+        ) from None
+    return {LOCAL_ONLY_VALUE_KEY: _wrap(text)}
+
+
+def _marked_part(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A provider part: its ``type`` (structure a provider needs to read it), the rest marked."""
+    kind = part.get("type")
+    head = {"type": kind} if isinstance(kind, str) else {}
+    return {**head, **_marked_value(dict(part))}
+
+
+def _marked_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A fields block: the library's marks and ``type`` as they are, per-call extras each marked, the rest
+    as one marked text standing where the first of its keys stood."""
+    kept: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for key, value in fields.items():
+        if (key == "type" and isinstance(value, str)) or str(key).startswith(_MARK_HEAD):
+            kept[key] = value
+        elif key == _PER_CALL_FIELDS[0] and isinstance(value, list):
+            kept[key] = [_marked_fields(item) if isinstance(item, Mapping) else item for item in value]
+        elif key == _PER_CALL_FIELDS[1] and isinstance(value, Mapping):
+            kept[key] = {
+                call: _marked_fields(item) if isinstance(item, Mapping) else item
+                for call, item in value.items()
+            }
+        else:
+            if not rest:
+                kept[LOCAL_ONLY_VALUE_KEY] = None  # its place, filled below
+            rest[key] = value
+    if rest:
+        kept.update(_marked_value(rest))
+    return kept
+
+
+def _marked_opaque(block: OpaqueProviderBlock) -> Any:
+    value = block.value
     if isinstance(value, str):
         return _wrap(value)
-    if isinstance(value, dict):
-        return {key: _wrap_values(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_wrap_values(item) for item in value]
-    return value
+    if value is None or isinstance(value, bool):
+        return value
+    if not isinstance(value, Mapping):
+        return _marked_value(value)
+    if (block.original_type or "").endswith(":fields"):
+        return _marked_fields(value)
+    return _marked_part(value)
 
 
 def _arguments_text(arguments: Mapping[str, Any]) -> str:
@@ -92,7 +153,7 @@ def _mark_block(block: CanonicalBlock) -> CanonicalBlock:
     if isinstance(block, FileReferenceBlock):
         return replace(block, path=_wrap(block.path))
     if isinstance(block, OpaqueProviderBlock):
-        return replace(block, value=_wrap_values(block.value))
+        return replace(block, value=_marked_opaque(block))
     return block  # artifact and summary references hold ids only
 
 

@@ -35,30 +35,87 @@ _PLACEHOLDER_HEAD: Final = "[DS4 "
 
 # Private key blocks: PEM (``RSA``, ``EC``, ``OPENSSH``, ``ENCRYPTED``, plain ``PRIVATE KEY``) and PGP's
 # ``PRIVATE KEY BLOCK``. A block cut off before its END line is redacted to the end of the text.
+# What follows the BEGIN line must open a key's body (base64, or a header such as ``Proc-Type:``), past
+# line breaks written as such or as JSON escapes: code that builds a block (``BEGIN ...-----\n{body}``) or
+# names its first line (``"-----BEGIN RSA PRIVATE KEY-----",``) holds no key.
 _PRIVATE_KEY: Final = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?=(?:\s|\\[nr])*[A-Za-z0-9+/=]).*?"
     r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
     re.DOTALL,
 )
 # Issued tokens, each by prefix and alphabet; none may follow a letter or digit (so ``task-…`` or
 # ``mask_live_…`` is not one). Each family runs only when the text holds its literal prefix; the look
-# behind sits after the first character so the regex engine can skip ahead to it.
+# behind sits after the first character so the regex engine can skip ahead to it. The last item names the
+# check a match must pass as well (see :func:`_issued`): what the format's own checksum or randomness
+# gives, so a name that merely starts like a token (``ghs_ProcessHandler``) is left alone.
 _TOKEN_FAMILIES: Final = (
     # Anthropic (sk-ant-api03-...) and OpenAI (sk-proj-..., sk-svcacct-..., legacy sk-...)
-    (("sk-",), r"s(?<![A-Za-z0-9]s)k-(?:ant-[A-Za-z0-9_-]{8,}|[A-Za-z0-9_-]{16,})"),
-    (("sk_live_", "sk_test_"), r"s(?<![A-Za-z0-9]s)k_(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe secret
-    (("rk_live_", "rk_test_"), r"r(?<![A-Za-z0-9]r)k_(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe restricted
-    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"g(?<![A-Za-z0-9]g)h[pousr]_[A-Za-z0-9]{20,}"),  # GitHub
-    (("github_pat_",), r"g(?<![A-Za-z0-9]g)ithub_pat_[A-Za-z0-9_]{22,}"),  # GitHub fine-grained
-    (("glpat-",), r"g(?<![A-Za-z0-9]g)lpat-[A-Za-z0-9_-]{20,}"),  # GitLab
-    (("AKIA", "ASIA"), r"A(?<![A-Za-z0-9]A)(?:KIA|SIA)[0-9A-Z]{16}(?![0-9A-Z])"),  # AWS access key id
-    (("AIza",), r"A(?<![A-Za-z0-9]A)Iza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"),  # Google API key
-    (("xox",), r"x(?<![A-Za-z0-9]x)ox[abposr]-[0-9A-Za-z-]{10,}"),  # Slack
-    (("hf_",), r"h(?<![A-Za-z0-9]h)f_[A-Za-z0-9]{30,}"),  # Hugging Face
-    (("npm_",), r"n(?<![A-Za-z0-9]n)pm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"),  # npm
-    (("eyJ",), r"e(?<![A-Za-z0-9]e)yJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),  # JWT
+    (("sk-",), r"s(?<![A-Za-z0-9]s)k-(?:ant-[A-Za-z0-9_-]{8,}|[A-Za-z0-9_-]{16,})", ""),
+    (("sk_live_", "sk_test_"), r"s(?<![A-Za-z0-9]s)k_(?:live|test)_[A-Za-z0-9]{10,}", "mixed"),  # Stripe
+    (("rk_live_", "rk_test_"), r"r(?<![A-Za-z0-9]r)k_(?:live|test)_[A-Za-z0-9]{10,}", "mixed"),  # Stripe
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"g(?<![A-Za-z0-9]g)h[pousr]_[A-Za-z0-9]{20,}", "crc32"),
+    (("github_pat_",), r"g(?<![A-Za-z0-9]g)ithub_pat_[A-Za-z0-9_]{22,}", "mixed"),  # GitHub fine-grained
+    (("glpat-",), r"g(?<![A-Za-z0-9]g)lpat-[A-Za-z0-9_-]{20,}", ""),  # GitLab
+    (("AKIA", "ASIA"), r"A(?<![A-Za-z0-9]A)(?:KIA|SIA)[0-9A-Z]{16}(?![0-9A-Z])", ""),  # AWS access key id
+    (("AIza",), r"A(?<![A-Za-z0-9]A)Iza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])", "mixed"),  # Google API key
+    (("xox",), r"x(?<![A-Za-z0-9]x)ox[abposr]-[0-9A-Za-z-]{10,}", "digit"),  # Slack
+    (("hf_",), r"h(?<![A-Za-z0-9]h)f_[A-Za-z0-9]{30,}", "mixed"),  # Hugging Face
+    (("npm_",), r"n(?<![A-Za-z0-9]n)pm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", "crc32"),  # npm
+    (("eyJ",), r"e(?<![A-Za-z0-9]e)yJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", "jwt"),
 )
-_TOKENS: Final = tuple((gates, re.compile(pattern)) for gates, pattern in _TOKEN_FAMILIES)
+_TOKENS: Final = tuple((gates, re.compile(pattern)) for gates, pattern, _check in _TOKEN_FAMILIES)
+_TOKEN_CHECKS: Final = tuple(check for _gates, _pattern, check in _TOKEN_FAMILIES)
+# GitHub's and npm's tokens end in the CRC32 of the 30 random characters before it, 6 base62 digits.
+_BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_BASE62_VALUE: Final = {char: value for value, char in enumerate(_BASE62)}
+_CHECKSUMMED_BODY: Final = 36
+
+
+def _crc32_valid(body: str) -> bool:
+    """Whether a GitHub or npm token's body (after ``ghp_``/``npm_``) carries its own CRC32 checksum."""
+    if len(body) != _CHECKSUMMED_BODY:
+        return False
+    value = 0
+    for char in body[30:]:
+        value = value * 62 + _BASE62_VALUE.get(char, 0)
+    return binascii.crc32(body[:30].encode("ascii", "replace")) == value
+
+
+def _jwt_header(token: str) -> bool:
+    """Whether a JWT's first part decodes to a JSON object naming its algorithm, as every JWT's does."""
+    head = token.split(".", 1)[0]
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    except (ValueError, binascii.Error, RecursionError):
+        return False
+    return isinstance(decoded, dict) and ("alg" in decoded or "enc" in decoded)
+
+
+def _issued(check: str, token: str) -> bool:
+    """Whether a match of an issued token's pattern passes its format's check.
+
+    The body is what follows the prefix (``sk_live_``, ``github_pat_``, ``AIza``, ``hf_``, ``ghp_``).
+    ``mixed``: a random body mixes at least two of lower case, upper case and digits (a name or a
+    placeholder seldom does, a generated token almost always). ``crc32``: a valid checksum, or else a body
+    that mixes letters and digits (a real token without a digit still carries its checksum). ``digit``:
+    Slack's tokens hold their team and user numbers. ``jwt``: the header is JSON with ``alg``.
+    """
+    if not check:
+        return True
+    if check == "jwt":
+        return _jwt_header(token)
+    if check == "digit":
+        return _DIGIT.search(token) is not None
+    prefix = _PREFIX.match(token)  # the pattern matches every string (its last choice is empty)
+    body = token[prefix.end() :] if prefix is not None else token
+    if check == "crc32":
+        return _crc32_valid(body) or (_DIGIT.search(body) is not None and body.upper() != body.lower())
+    return _classes(_OTHER.sub("", body)) >= 2
+
+
+_PREFIX: Final = re.compile(r"[a-z]+_(?:live_|test_|pat_)?|AIza|")
+
+
 # scheme://user:password@ - only the password is replaced. Found from each "://".
 _URL_AUTH: Final = re.compile(r"[^\s:/?#@\"'<>\[\]{}\\]{1,256}:([^\s/?#@\"'<>\\]{1,256})@")
 _BEARER: Final = re.compile(
@@ -199,7 +256,8 @@ def _assigned_value(value: str) -> str | None:
         if len(value) < 2 or not looks_like_secret_literal(value[1:-1]):
             return None
         return value[0] + SECRET_PLACEHOLDER + value[-1]
-    return SECRET_PLACEHOLDER if _looks_like_bare_secret(value.rstrip(".")) else None
+    # A bare word may end a sentence or open a label ("KEY=Authorization: Bearer ..."): judged without it.
+    return SECRET_PLACEHOLDER if _looks_like_bare_secret(value.rstrip(".:")) else None
 
 
 def assignment_at(text: str, here: int, endpos: int) -> tuple[int, int, str] | None:
@@ -227,7 +285,10 @@ def assignment_at(text: str, here: int, endpos: int) -> tuple[int, int, str] | N
             return None
     elif text.startswith((":", "="), after):
         return None
-    if not text[max(0, end - _NAME_REACH) : end].lower().endswith(_NAME_ENDINGS):
+    name = text[max(0, end - _NAME_REACH) : end]
+    if not name.isascii():  # case is folded for ASCII only ("\u212a" is no "k"), as the screens fold it
+        name = name.encode("ascii", "replace").decode("ascii")
+    if not name.lower().endswith(_NAME_ENDINGS):
         return None
     value = _VALUE.match(text, after, endpos)
     if value is None:
@@ -259,9 +320,20 @@ def credential_url_at(text: str, position: int, endpos: int) -> tuple[int, int, 
     if found is None or not position or not text[position - 1].isalnum():
         return None
     password = found.group(1)
-    if _placeholder(password) or password.startswith(":"):
+    if _placeholder(password) or password.startswith(":") or _example_password(password):
         return None
     return found.start(1), found.end(1), CREDENTIAL_PLACEHOLDER
+
+
+# What documentation writes where a URL's password goes (``postgres://user:password@host``).
+_EXAMPLE_PASSWORDS: Final = frozenset(
+    ("password", "passwd", "pass", "pwd", "secret", "changeme", "example", "redacted", "hidden", "xxx")
+)
+
+
+def _example_password(password: str) -> bool:
+    """Whether a URL's password is a stand-in: a word for one, or one or two characters (``app:pw@``)."""
+    return len(password) < 3 or password.lower() in _EXAMPLE_PASSWORDS
 
 
 def _credential_urls(text: str) -> list[tuple[int, int, str]]:
@@ -309,9 +381,17 @@ def _bearer(match: re.Match[str]) -> str:
     return f"{match.group(1)}{match.group(2)}{TOKEN_PLACEHOLDER}"
 
 
-def _token(match: re.Match[str]) -> str:
-    body = match.group(0)
-    return match.group(0) if _placeholder(body) else CREDENTIAL_PLACEHOLDER
+def _token_check(check: str) -> Any:
+    """The replacement function of a token family: only matches that pass ``check`` are replaced."""
+
+    def replace(match: re.Match[str]) -> str:
+        body = match.group(0)
+        return body if _placeholder(body) or not _issued(check, body) else CREDENTIAL_PLACEHOLDER
+
+    return replace
+
+
+_TOKEN_REPLACE: Final = tuple(map(_token_check, _TOKEN_CHECKS))
 
 
 def has_key_word(lowered: str) -> bool:
@@ -342,9 +422,9 @@ def _plain_rules(text: str, gated: bool) -> tuple[str, int]:
     if not gated or "://" in text:
         text, found = _splice(text, _credential_urls(text))
         total += found
-    for gates, pattern in _TOKENS:
+    for (gates, pattern), replace in zip(_TOKENS, _TOKEN_REPLACE, strict=True):
         if not gated or any(gate in text for gate in gates):
-            text, found = _changed(pattern, _token, text)
+            text, found = _changed(pattern, replace, text)
             total += found
     if not gated or "bearer" in text.lower():
         text, found = _changed(_BEARER, _bearer, text)
@@ -364,8 +444,60 @@ def _decoded_base64(text: str) -> str | None:
         decoded = raw.decode("utf-8")
     except (binascii.Error, ValueError):
         return None
-    printable = sum(1 for char in decoded if char.isprintable() or char in "\n\r\t")
-    return decoded if decoded and printable * 10 >= len(decoded) * 9 else None
+    if not decoded:
+        return None
+    if decoded.isprintable():
+        return decoded
+    printable = sum(map(str.isprintable, decoded)) + sum(map(decoded.count, "\n\r\t"))
+    return decoded if printable * 10 >= len(decoded) * 9 else None
+
+
+# Base64 inside a longer text ("the key is c2stcHJvai0..."): every run of at least _BLOB_MIN characters of
+# the standard alphabet (and its "=" padding) is decoded, and replaced whole when the text it decodes to
+# holds a secret. Runs are found in an ASCII bytes copy mapped to two bytes, "a" for the alphabet and " "
+# for the rest, so one ``bytes.find`` of _BLOB_MIN "a"s finds each run at C speed. 24 characters are 18
+# bytes, shorter than any secret the rules find ("password=hunter2" is 16 bytes, but written as
+# ``password = "hunter2"`` it is more).
+_BASE64_ALPHABET: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+_BLOB_TABLE: Final = bytes(97 if code in _BASE64_ALPHABET else 32 for code in range(256))
+_BLOB_MIN: Final = 24
+_BLOB_RUN: Final = b"a" * _BLOB_MIN
+
+
+def base64_runs(raw: bytes) -> list[tuple[int, int]]:
+    """``(start, end)`` of every run of :data:`_BLOB_MIN` or more base64 characters (padding included)
+    in ``raw``, an ASCII copy of a text (``text.encode("ascii", "replace")``: the same positions)."""
+    mapped = raw.translate(_BLOB_TABLE)
+    runs: list[tuple[int, int]] = []
+    start = mapped.find(_BLOB_RUN)
+    while start >= 0:
+        end = mapped.find(b" ", start + _BLOB_MIN)
+        if end < 0:
+            end = len(mapped)
+        stop = end
+        while stop < len(raw) and stop - end < 2 and raw[stop] == 61:  # "=" padding
+            stop += 1
+        runs.append((start, stop))
+        start = mapped.find(_BLOB_RUN, end)
+    return runs
+
+
+def base64_blob_secret(blob: str) -> bool:
+    """Whether a base64 run decodes to text in which the rules find a secret."""
+    decoded = _decoded_base64(blob)
+    return decoded is not None and _plain_rules(_normalised(decoded), True)[1] > 0
+
+
+def _base64_blobs(text: str) -> tuple[str, int]:
+    """``text`` with every base64 run that hides a secret replaced by the placeholder."""
+    if len(text) < _BLOB_MIN:
+        return text, 0
+    spans = [
+        (start, end, SECRET_PLACEHOLDER)
+        for start, end in base64_runs(text.encode("ascii", "replace"))
+        if base64_blob_secret(text[start:end])
+    ]
+    return _splice(text, spans)
 
 
 def _json_strings(value: Any, depth: int) -> tuple[Any, int]:
@@ -410,11 +542,35 @@ def _inside(text: str) -> tuple[str, int]:
         try:
             decoded_json = json.loads(stripped)
         except (ValueError, RecursionError):
-            return text, 0
-        redacted, found = _json_strings(decoded_json, 0)
-        if found:
-            return json.dumps(redacted, ensure_ascii=False), found
-    return text, 0
+            decoded_json = None
+        else:
+            redacted, found = _json_strings(decoded_json, 0)
+            if found:
+                # Written without escapes, a value deeper than the walk went is plain text now: matched.
+                written, more = _plain_rules(json.dumps(redacted, ensure_ascii=False), True)
+                return written, found + more
+    return _escaped(text)
+
+
+# A "\uXXXX" escape of a character that may be part of a secret (not a quote, backslash or control).
+_UNICODE_ESCAPE: Final = re.compile(r"\\u([0-9A-Fa-f]{4})")
+
+
+def _unescape(match: re.Match[str]) -> str:
+    char = chr(int(match.group(1), 16))
+    return char if char.isprintable() and char not in '"\\' else match.group(0)
+
+
+def _escaped(text: str) -> tuple[str, int]:
+    """Secrets spelt with ``\\u`` escapes outside a JSON text the walk decodes (broken JSON, JSON too deep
+    or too large, prose): matched with the escapes read, and sent so, the secret replaced."""
+    if "\\u" not in text:
+        return text, 0
+    plain = _normalised(_UNICODE_ESCAPE.sub(_unescape, text))
+    if plain == text:
+        return text, 0
+    redacted, found = _plain_rules(plain, True)
+    return (redacted, found) if found else (text, 0)
 
 
 def is_json_text(text: str) -> bool:
@@ -430,21 +586,21 @@ def _normalised(text: str) -> str:
     return text.translate(_NORMALISE)
 
 
+def _redact(text: str, gated: bool) -> tuple[str, int]:
+    normal = _normalised(text)
+    redacted, total = _plain_rules(normal, gated)
+    redacted, blobs = _base64_blobs(redacted)
+    redacted, found = _inside(redacted)
+    if not total + blobs + found:
+        return text, 0
+    return redacted, total + blobs + found
+
+
 def redact_text(text: str) -> tuple[str, int]:
     """Replace every secret the rules find in ``text``; return the new text and how many were replaced."""
-    normal = _normalised(text)
-    redacted, total = _plain_rules(normal, True)
-    redacted, found = _inside(redacted)
-    if not total + found:
-        return text, 0
-    return redacted, total + found
+    return _redact(text, True)
 
 
 def redact_text_ungated(text: str) -> tuple[str, int]:
     """:func:`redact_text` with every rule run whatever the text holds: the reference for the gates."""
-    normal = _normalised(text)
-    redacted, total = _plain_rules(normal, False)
-    redacted, found = _inside(redacted)
-    if not total + found:
-        return text, 0
-    return redacted, total + found
+    return _redact(text, False)

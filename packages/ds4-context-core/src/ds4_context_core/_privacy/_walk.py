@@ -4,19 +4,17 @@ This module is private and self-contained (``_privacy`` holds the public API and
 written for mypyc as well as for the interpreter: the walk is a class with typed attributes whose methods
 call each other, and module constants are ``Final``. The pure wheel runs this file as it is; the compiled
 wheel (the default on Linux x86_64, ``docs/install.md``) ships the same file compiled by mypyc next to it,
-and Python imports the compiled one. Only the batch screen takes a different form in each (see
-``_NATIVE_SCREEN``); behaviour is identical either way, and core's tests run against both.
+and Python imports the compiled one. Behaviour is identical either way, and core's tests run against both.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from itertools import accumulate, compress, repeat
-from operator import or_
-from types import FunctionType
 from typing import Any, Final
 
 import msgspec
@@ -25,12 +23,15 @@ from ds4_context_core._exceptions import PrivacyEnforcementError
 from ds4_context_core._privacy._rules import (
     _BASE64_MIN,
     _BASE64_WHOLE,
+    _BLOB_MIN,
     _HIDDEN,
     CREDENTIAL_PLACEHOLDER,
     PRIVATE_KEY_PLACEHOLDER,
     SECRET_PLACEHOLDER,
     TOKEN_PLACEHOLDER,
     assignment_at,
+    base64_blob_secret,
+    base64_runs,
     bearer_at,
     credential_url_at,
     is_json_text,
@@ -72,6 +73,7 @@ _BINARY_PLACEHOLDER: Final = "[DS4 binary content excluded by privacy policy]"
 # structural value (a tool name) that privacy blocks becomes the identifier ``ds4_excluded`` (see
 # _local_only.py).
 LOCAL_ONLY_KEY: Final = "__ds4_local_only"
+LOCAL_ONLY_VALUE_KEY: Final = "__ds4_local_only_value"  # a local-only opaque block's keys and values
 RAW_ARGUMENTS_KEY: Final = "__ds4_raw_arguments"  # interop's key for arguments that are not an object
 _LOCAL_ONLY_OPEN: Final = "[ds4:local-only]"
 _LOCAL_ONLY_CLOSE: Final = "[/ds4:local-only]"
@@ -142,51 +144,6 @@ def _segments(text: str) -> list[tuple[str, int]] | None:
     return segments
 
 
-# The words every name of the assignment rule ends with (api_key, access_token, ...), what may stand
-# between such a word and its "=" or ":" (an optional quote, then spaces), and how long that gap is looked
-# at. Each word ends in a letter that rules most signs out with one look (see _key_before).
-_KEY_GAP_CODES: Final = frozenset(map(ord, " \t\n\r\f\v\"'`\\"))
-_KEY_GAP_MAX: Final = 4  # a longer gap before a "=" or ":" counts without looking for the word
-# ``| 32`` lower-cases an ASCII letter's code and maps no other character onto a letter, so comparing codes
-# that way is the rules' own ASCII-only case-insensitive test.
-_KEY_WORDS_BY_LAST: Final[dict[int, tuple[str, ...]]] = {
-    ord("y"): ("key",),
-    ord("n"): ("token",),
-    ord("t"): ("secret",),
-    ord("d"): ("password", "passwd", "pwd"),
-    ord("s"): ("credentials",),
-    ord("l"): ("credential",),
-}
-# A "key" is a secret's name only after one of these words (and an optional "_" or "-"): api_key, secretKey.
-_KEY_OWNERS: Final = ("api", "secret", "access", "private", "auth")
-
-
-def _key_before(text: str, position: int) -> bool:
-    """Whether the assignment rule may match with its "=" or ":" at ``position`` of ``text``.
-
-    That needs a secret's name and a gap of quotes and spaces right before it. It may answer yes needlessly
-    (a gap of :data:`_KEY_GAP_MAX` or more), never no wrongly.
-    """
-    end = position
-    while end and position - end < _KEY_GAP_MAX and ord(text[end - 1]) in _KEY_GAP_CODES:
-        end -= 1
-    if position - end == _KEY_GAP_MAX:
-        return True
-    words = _KEY_WORDS_BY_LAST.get(ord(text[end - 1]) | 32) if end else None
-    if words is None:
-        return False
-    for word in words:
-        start = end - len(word)
-        if start >= 0 and text[start:end].lower() == word:
-            if word != "key":
-                return True
-            if start and text[start - 1] in "_-":
-                start -= 1
-            head = text[max(0, start - 7) : start].lower()
-            return head.endswith(_KEY_OWNERS)
-    return False
-
-
 class _Counts:
     __slots__ = ("blocked", "changed", "redactions")
 
@@ -243,235 +200,151 @@ def _key_text(key: Any) -> str:
     )
 
 
-# The batch screen. Every rule needs one of a few characters that `str.find` locates with memchr, far
-# faster than any multi-character search: a marker needs "[", a private key block, "sk-", "glpat-" and
-# "xoxb-" need "-", the "_" tokens (GitHub, Stripe, Hugging Face, npm) need "_", AWS and Google keys need
-# "I", a JWT needs "J", an assignment needs "=" or ":" (a credential URL needs ":" too), a bearer token "b"
-# or "B". The positions of each character are gathered first, then confirmed by a short look around each.
-# A confirmation only ever over-approximates its rule, and every string with a confirmed hit runs the full
-# rules. What no anchor can see (fullwidth or zero-width characters, whole-string base64, JSON escapes)
-# is screened string by string in :func:`_flag_strings`.
-#
-# The confirmations are written twice, once for each build, because what is fast is opposite in them.
-# Compiled by mypyc, a loop over ``ord(text[i])`` is a few machine instructions a character, so the
-# native screen confirms each position in a loop and never lower-cases the text. Interpreted, every loop
-# step costs a bytecode dispatch, so the bulk screen hands whole lists of positions to C-level ``map``s
-# and finds "bearer" with the regex engine in a lower-cased copy. Both screens are tested on both builds.
-# The "_" each "_" token holds after a fixed head: ghp_, sk_live_ (its second "_"), hf_, npm_, github_.
-_UNDERSCORE_HEADS: Final = (
-    *("ghp", "gho", "ghu", "ghs", "ghr", "hf", "npm", "github"),
-    *("sk_live", "sk_test", "rk_live", "rk_test"),
+# The batch screen. Every rule needs a few literal characters in a row (a sign after a secret's name,
+# the head of a token, "://", "bearer", "[ds4:"): the screen finds them in all content strings joined,
+# at C speed, confirms the few candidates with the rule's own test where that is cheap, and only strings
+# with a hit run the full rules. A confirmation only ever over-approximates its rule. What no anchor can
+# see (fullwidth or zero-width characters, base64, JSON escapes) is screened by :func:`_wrapped_strings`
+# and :func:`_base64_hits`. The same code runs in both builds: compiled by mypyc, the loop over the
+# candidates is native, and the searches are the same C calls either way.
+# What follows a "=" or ":" that assignment_at always refuses, so the screen does not ask it: nothing,
+# a newline, an opener ("(", "[", "{", "$", "<", "%"), a quoted placeholder or word of up to 39 letters,
+# a bare word of up to 19 letters, a call, subscript or attribute, a name holding "_" or "$", or a name
+# of up to 5 characters. One C-level match, up to the end of the value's string.
+_VALUE_END: Final = r"(?=[ \t\r\n,;)\]}\"'`\\]|\Z)"
+_REFERENCE: Final = re.compile(
+    r">?[ \t]*(?:\Z|[(\[{$<%\n\r]"
+    r"|([\"'`])(?:[${<%]|[A-Za-z]{0,39}\1)"  # a quoted placeholder or word
+    r"|\\\"(?:[${<%]|[A-Za-z]{0,39}\\\")"  # the same in JSON-escaped quotes
+    r"|[A-Za-z]{1,19}"
+    + _VALUE_END  # a word of letters
+    + r"|[A-Za-z_][A-Za-z0-9_$]*(?:[(\[]|\.[A-Za-z0-9_$])"  # a call, subscript or attribute
+    r"|(?=[A-Za-z0-9_$]*[_$])[A-Za-z_][A-Za-z0-9_$]*"
+    + _VALUE_END  # a name with "_" or "$"
+    + r"|[A-Za-z_][A-Za-z0-9_$]{0,4}"
+    + _VALUE_END  # a short name
+    + ")",
+    re.ASCII,
 )
-_DASH_HEADS: Final = ("sk", "glpat", "xoxa", "xoxb", "xoxp", "xoxo", "xoxs", "xoxr")
-_GITHUB_KINDS: Final = frozenset(map(ord, "pousr"))  # the letter between "gh" and "_"
-_BEARER_HEADS: Final = ("b", "B")
-_BEARER_WORD: Final = re.compile("bearer")  # the regex engine's literal search beats str.find here
 
 
-def _positions(text: str, anchor: str) -> list[int]:
-    """Every position of the one-character ``anchor`` in ``text``."""
-    # ``text.find`` is called as a method each time, not through a bound local: compiled by mypyc, that
-    # call is a direct C call (a memchr), not a Python-level one.
-    found: list[int] = []
-    position = text.find(anchor)
-    while position >= 0:
-        found.append(position)
-        position = text.find(anchor, position + 1)
-    return found
+# The screen reads an ASCII copy of the joined text as bytes (every other character becomes
+# "?", so positions stay the same; no rule matches outside ASCII once text is normalised), which the
+# regex engine and ``bytes.find`` search at C speed. A rule anchored on a sign or a separator that ends a
+# word (the "=" after "api_key", the "_" after "ghp") is found in the reversed copy, where that character
+# comes first: a pattern that opens with one literal character is searched for with memchr, and only its
+# few matches are tried. Names and "bearer" are matched in a lower-cased copy, as the rules do (ASCII).
+_REVERSED_NAME: Final = (
+    rb"(?:yek[_-]?(?:ipa|terces|ssecca|etavirp|htua)|nekot|terces|drowssap|dwssap|dwp|s?laitnederc)"
+)
+_REVERSED_SIGNS: Final = tuple(
+    re.compile(sign + rb"[ \t]*(?:[\"'`]\\?)?" + _REVERSED_NAME) for sign in (b"=", b":")
+)  # each "=" or ":" after a secret's name (and an optional quote, spaces), as assignment_at reads it
+_REVERSED_HEADS: Final = (
+    re.compile(rb"_(?:[pousr]hg|fh|mpn|buhtig|(?:evil|tset)_k[sr])"),  # ghp_, hf_, npm_, github_, sk_live_
+    re.compile(rb"-(?:ks|taplg|[abposr]xox)"),  # sk-, glpat-, xoxb-
+)
+_FORWARD_HEADS: Final = (b"-----BEGIN ", b"eyJ")
+_AWS_GOOGLE_HEADS: Final = re.compile(rb"A(?:KIA|SIA|Iza)")  # one memchr pass for the three "A" heads
 
 
-_REFERENCE_ENDS: Final = frozenset(map(ord, "(.["))  # an identifier then one of these is a reference
-_VALUE_ENDS: Final = frozenset(map(ord, " \t\r\n,;)]}\"'`\\"))  # where a bare value ends
+def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[int]:
+    """Positions in ``joined`` around which a rule may match, found by C-level searches (interpreted).
 
-
-def _is_identifier_code(code: int) -> bool:
-    return 48 <= code <= 57 or 65 <= code <= 90 or 97 <= code <= 122 or code in (95, 36)
-
-
-def _reference_after(text: str, start: int, bound: int) -> bool:
-    """Whether what follows a "=" or ":" at ``start`` is surely code, not a literal the rule redacts.
-
-    True only for what :func:`assignment_at` always refuses: nothing, a value opening with "(", "[",
-    "{", "$", "<" or "%", an identifier followed by "(", "." or "[" (a call, attribute or subscript),
-    and an identifier that holds a "_" or is shorter than 6 characters. Anything else is left to it.
+    ``raw`` is ``joined.encode("ascii", "replace")``.
     """
-    position = start
-    if position < bound and text[position] == ">":
-        position += 1  # "=>"
-    while position < bound and text[position] in " \t":
-        position += 1
-    if position >= bound:
-        return True
-    first = ord(text[position])
-    if first in _OPENERS or first in (10, 13):
-        return True
-    if not (65 <= first <= 90 or 97 <= first <= 122 or first == 95):
-        return False
-    end = position
-    underscore = False
-    while end < bound and _is_identifier_code(ord(text[end])):
-        if ord(text[end]) in (95, 36):  # "_" or "$"
-            underscore = True
-        end += 1
-    # "(" or "[" always; "." only before a name ("hunter2." ends a sentence, "os.environ" is a path).
-    if (
-        end < bound
-        and ord(text[end]) in _REFERENCE_ENDS
-        and (text[end] != "." or (end + 1 < bound and _is_identifier_code(ord(text[end + 1]))))
-    ):
-        return True
-    if end < bound and ord(text[end]) not in _VALUE_ENDS:
-        return False
-    return underscore or end - position < 6
-
-
-_OPENERS: Final = frozenset(map(ord, "([{$<%"))
-
-
-def _key_signs(text: str, sign: str, ends: list[int]) -> list[int]:
-    """Positions of ``sign`` in ``text`` where the assignment or credential URL rule matches.
-
-    ``ends`` are the ends of the strings ``text`` joins (see :func:`_flag_strings`): a value is looked for
-    up to the end of its own string, so the answer for a sign is the rule's own (where the name before
-    it reaches into the string before, it may say yes needlessly, never no wrongly).
-    """
-    found: list[int] = []
-    position = text.find(sign)
-    while position >= 0:
-        if _key_before(text, position):
-            bound = ends[bisect_right(ends, position)] if ends else len(text)
-            if not _reference_after(text, position + 1, bound) and assignment_at(text, position, bound):
-                found.append(position)
-        elif sign == ":" and text.startswith("//", position + 1):
-            bound = ends[bisect_right(ends, position)] if ends else len(text)
-            if credential_url_at(text, position, bound) is not None:
-                found.append(position)
-        position = text.find(sign, position + 1)
-    return found
-
-
-def _capital_i(joined: str, position: int) -> bool:
-    """Whether the "I" at ``position`` may be the one of "AKIA", "ASIA" or "AIza"."""
-    return (joined.startswith("AI", position - 1) and joined.startswith("z", position + 1)) or (
-        position >= 2 and (joined.startswith("AKIA", position - 2) or joined.startswith("ASIA", position - 2))
-    )
-
-
-def _anchored_hits(joined: str, redact: bool) -> list[int]:
-    """The hits of both screens for the anchors that are rare in any text: "[", "-", "I" and "J"."""
-    brackets = _positions(joined, "[")
-    hits = list(compress(brackets, map(_MARKER.match, repeat(joined), brackets)))
-    if redact:
-        dashes = _positions(joined, "-")
-        credential = map(joined.endswith, repeat(_DASH_HEADS), repeat(0), dashes)
-        private_key = map(joined.startswith, repeat("-----BEGIN "), dashes)
-        hits.extend(compress(dashes, map(or_, credential, private_key)))
-        capital_is = _positions(joined, "I")
-        hits.extend(compress(capital_is, map(_capital_i, repeat(joined), capital_is)))
-        capital_js = _positions(joined, "J")
-        hits.extend(compress(capital_js, map(joined.endswith, repeat("ey"), repeat(0), capital_js)))
-    return hits
-
-
-def _native_hits(joined: str, redact: bool, ends: list[int]) -> list[int]:
-    """Positions in ``joined`` around which a rule may match, confirmed in loops (the compiled build)."""
-    hits = _anchored_hits(joined, redact)
+    hits = [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
     if not redact:
         return hits
-    for position in _positions(joined, "_"):
-        if position >= 2:
-            before = ord(joined[position - 1]) | 32
-            second = ord(joined[position - 2]) | 32
-            if (
-                (before in (101, 116) and joined.endswith(("k_live", "k_test"), 0, position))  # sk_live_
-                or (before == 102 and second == 104)  # "hf"
-                or (before == 109 and second == 112)  # "pm" of "npm"
-                or (before == 98 and second == 117)  # "ub" of "github"
-                or (position >= 3 and second == 104 and ord(joined[position - 3]) == 103)  # "gh?"
+    lowered = raw.lower()
+    last = len(raw) - 1
+    for pattern in _REVERSED_SIGNS:
+        for match in pattern.finditer(lowered[::-1]):
+            position = last - match.start()
+            bound = ends[bisect_right(ends, position)]
+            if _REFERENCE.match(joined, position + 1, bound) is None and assignment_at(
+                joined, position, bound
             ):
                 hits.append(position)
-    hits.extend(_key_signs(joined, "=", ends))
-    hits.extend(_key_signs(joined, ":", ends))
-    last = len(joined) - len("bearer")
-    for head in _BEARER_HEADS:
-        position = joined.find(head)
-        while 0 <= position <= last:
-            if (  # "earer", by code (see _KEY_WORDS_BY_LAST)
-                ord(joined[position + 1]) | 32 == 101
-                and ord(joined[position + 2]) | 32 == 97
-                and ord(joined[position + 3]) | 32 == 114
-                and ord(joined[position + 4]) | 32 == 101
-                and ord(joined[position + 5]) | 32 == 114
-                and bearer_at(joined, position, ends[bisect_right(ends, position)])
-            ):
-                hits.append(position)
-            position = joined.find(head, position + 1)
-    return hits
-
-
-def _bulk_hits(joined: str, redact: bool, ends: list[int]) -> list[int]:
-    """Positions in ``joined`` around which a rule may match, confirmed by C-level maps (interpreted)."""
-    hits = _anchored_hits(joined, redact)
-    if not redact:
-        return hits
-    underscores = _positions(joined, "_")
-    hits.extend(
-        compress(underscores, map(joined.endswith, repeat(_UNDERSCORE_HEADS), repeat(0), underscores))
-    )
-    hits.extend(_key_signs(joined, "=", ends))
-    hits.extend(_key_signs(joined, ":", ends))
-    lowered = joined.lower()
-    if len(lowered) != len(joined):  # a character whose lower case is longer ("İ"): keep positions
-        lowered = joined.encode("ascii", "replace").lower().decode("ascii")
-    for match in _BEARER_WORD.finditer(lowered):
-        position = match.start()
+    backwards = raw[::-1]
+    for pattern in _REVERSED_HEADS:
+        hits.extend(last - match.start() for match in pattern.finditer(backwards))
+    for head in _FORWARD_HEADS:
+        position = raw.find(head)
+        while position >= 0:
+            hits.append(position)
+            position = raw.find(head, position + 1)
+    hits.extend(match.start() for match in _AWS_GOOGLE_HEADS.finditer(raw))
+    position = raw.find(b"://")
+    while position >= 0:
+        if credential_url_at(joined, position, ends[bisect_right(ends, position)]) is not None:
+            hits.append(position)
+        position = raw.find(b"://", position + 3)
+    position = lowered.find(b"bearer")
+    while position >= 0:
         if bearer_at(joined, position, ends[bisect_right(ends, position)]):
             hits.append(position)
+        position = lowered.find(b"bearer", position + 1)
     return hits
 
 
-def _hidden_or_wrapped(text: str) -> bool:
-    """Whether ``text`` may hide a secret from the anchors: normalisable characters, base64, escapes."""
-    if not text.isascii() and _HIDDEN.search(text) is not None:
-        return True
-    if len(text) >= _BASE64_MIN and text.find(" ") < 0 and _BASE64_WHOLE.fullmatch(text.strip()) is not None:
-        return True
-    return is_json_text(text)
+def _wrapped_strings(texts: list[str], joined: str, raw: bytes, ends: list[int]) -> set[int]:
+    """Indices of the strings that may hide a secret from the anchors: normalisable characters, ``\\u``
+    escapes, a JSON text or a whole-string base64 value (each judged stripped, as the rules judge it).
+    Found with C-level searches over the joined text and maps over the strings, not one call a string."""
+    found: set[int] = set()
+    if not joined.isascii():  # str.isascii is a flag CPython keeps: no scan
+        others = compress(range(len(texts)), map(operator.not_, map(str.isascii, texts)))
+        found.update(index for index in others if _HIDDEN.search(texts[index]) is not None)
+    position = raw.find(b"\\u")
+    while position >= 0:  # one that spans two strings flags the first needlessly
+        found.add(bisect_right(ends, position))
+        position = raw.find(b"\\u", position + 2)
+    stripped = list(map(str.strip, texts))  # the same object where nothing is stripped
+    opens = map(str.startswith, stripped, repeat(("{", "[")))
+    found.update(index for index in compress(range(len(texts)), opens) if is_json_text(stripped[index]))
+    long_words = compress(range(len(texts)), map(_BASE64_MIN.__le__, map(len, stripped)))
+    found.update(
+        index
+        for index in long_words
+        if " " not in stripped[index] and _BASE64_WHOLE.fullmatch(stripped[index]) is not None
+    )
+    return found
 
 
-def _flag_strings(texts: list[str], redact: bool, native: bool) -> set[int]:
+def _base64_hits(joined: str, raw: bytes, ends: list[int]) -> list[int]:
+    """Indices of the strings holding a base64 run (within the string) that decodes to a secret."""
+    found: list[int] = []
+    for first, end in base64_runs(raw):
+        start = first
+        index = bisect_right(ends, start)
+        while start < end:  # a run that crosses into the next string is each string's own run
+            stop = min(end, ends[index])
+            if stop - start >= _BLOB_MIN and base64_blob_secret(joined[start:stop]):
+                found.append(index)
+            start = stop
+            index += 1
+    return found
+
+
+def _flag_strings(texts: list[str], redact: bool) -> set[int]:
     """Indices of the strings in ``texts`` that the full rules must see; no other one can change.
 
-    The strings are searched concatenated, by the native or the bulk screen. A confirmation may look
-    across into a neighbour, which can only flag a string needlessly, never miss one: every real match
-    lies wholly inside its string.
+    The strings are searched concatenated. A confirmation may look across into a neighbour, which can
+    only flag a string needlessly, never miss one: every real match lies wholly inside its string.
     """
     joined = "".join(texts)
-    if native:
-        ends: list[int] = []  # string i spans ends[i - 1]:ends[i]
-        total = 0
-        for text in texts:
-            total += len(text)
-            ends.append(total)
-    else:
-        ends = list(accumulate(map(len, texts)))
-    hits = _native_hits(joined, redact, ends) if native else _bulk_hits(joined, redact, ends)
+    ends = list(accumulate(map(len, texts)))  # string i spans ends[i - 1]:ends[i]
+    # An ASCII copy at the same positions (see _bulk_hits), for the searches that run on bytes.
+    raw = joined.encode("ascii", "replace") if redact else b""
+    hits = _bulk_hits(joined, raw, redact, ends)
     wrapped: set[int] = set()
     if redact:
-        for index, text in enumerate(texts):
-            if _hidden_or_wrapped(text):
-                wrapped.add(index)
+        wrapped = _wrapped_strings(texts, joined, raw, ends)
+        wrapped.update(_base64_hits(joined, raw, ends))
     if not hits:
         return wrapped
     return set(map(bisect_right, repeat(ends), hits)) | wrapped
-
-
-def _is_compiled() -> bool:
-    """Whether this module runs compiled by mypyc: its functions are then not Python functions."""
-    return not isinstance(_is_compiled, FunctionType)
-
-
-_NATIVE_SCREEN: Final = _is_compiled()
 
 
 _BINARY_TYPES: Final = (bytes, bytearray, memoryview)
@@ -530,6 +403,31 @@ def _local_only_arguments(source: dict[Any, Any]) -> Any:
     except ValueError:
         return {RAW_ARGUMENTS_KEY: inner}
     return parsed if type(parsed) is dict and RAW_ARGUMENTS_KEY not in parsed else {RAW_ARGUMENTS_KEY: inner}
+
+
+def _local_only_value(source: dict[Any, Any]) -> Any:
+    """For a local destination: ``source`` with its marked opaque value back in place, else None.
+
+    The marked text holds JSON; an object's keys go where the marked key stands (a key outside that the
+    object holds too is its copy, such as a part's ``type``), any other value replaces ``source`` when the
+    marked key is all it has.
+    """
+    inner = _local_only_inner(source.get(LOCAL_ONLY_VALUE_KEY))
+    if inner is None:
+        return None
+    try:
+        parsed = json.loads(inner)
+    except (ValueError, RecursionError):
+        return None
+    if type(parsed) is not dict:
+        return parsed if len(source) == 1 else None
+    result: dict[Any, Any] = {}
+    for key, value in source.items():
+        if key == LOCAL_ONLY_VALUE_KEY:
+            result.update(parsed)
+        elif key not in parsed:
+            result[key] = value
+    return result
 
 
 class _Dropped:
@@ -665,6 +563,11 @@ class _Walk:
             if arguments is not None:  # a local-only call's arguments, back as they were
                 self.counts.changed = True
                 return self.walk_dict(arguments, in_content, depth)
+        if self.local and LOCAL_ONLY_VALUE_KEY in source:
+            restored = _local_only_value(source)
+            if restored is not None:  # a local-only opaque block's value, back as it was
+                self.counts.changed = True
+                return self.walk(restored, in_content, depth + 1)
         # A copy, whose values are replaced where they change: most values stay as they are (content
         # strings are screened later, in a batch), so that costs far fewer stores than building it anew.
         result = source.copy()
@@ -781,7 +684,7 @@ class _Walk:
         if texts:
             owners = self.owners
             slots = self.slots
-            for index in _flag_strings(texts, self.redact, _NATIVE_SCREEN):
+            for index in _flag_strings(texts, self.redact):
                 owners[index][slots[index]] = self.text(texts[index])
         for items in self.dropping:
             items[:] = [item for item in items if item is not _DROPPED]
