@@ -10,8 +10,10 @@ import anyio
 import pytest
 from _model_servers import Answer, ModelServer, transport_for
 
+from ds4_context_core import ModelDescriptor
+from ds4_context_core.adapter import ToolDefinition
 from ds4_context_engine.pi import build_pi_context, read_pi_session
-from ds4_context_engine.providers import TextDelta
+from ds4_context_engine.providers import TextDelta, request_overhead_tokens
 from ds4_context_engine.runtime import (
     HostTool,
     JsonlToolLifecycleStore,
@@ -149,3 +151,43 @@ def test_a_turn_streams_runs_parallel_tools_and_ends_with_the_answer(wire, tmp_p
     )
     for call in ("call_a", "call_b"):
         assert phases.index((call, "invocation")) < phases.index((call, "result"))
+
+
+def one_answer(view, number):
+    return Answer(text="Done.")
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_the_plan_budgets_the_system_prompt_and_tools_the_transport_really_sends(wire, tmp_path):
+    long_prompt = "You are a careful coding agent. Read before you edit. " * 120
+    provider = PROVIDER[wire]
+    with ModelServer(wire, one_answer) as model:
+        transport = transport_for(wire, model.url)
+
+        async def main():
+            runtime = create_runtime(
+                workspace=tmp_path, tools=[WEATHER], managed_tools=False, transports={provider: transport}
+            )
+            async with runtime:
+                return await runtime.run(
+                    long_prompt,
+                    RunOptions(
+                        model=f"{provider}:scripted-1",
+                        messages=[{"role": "user", "content": "hi"}],
+                        context_window=32_000,
+                        max_output_tokens=4_000,
+                    ),
+                )
+
+        result = _run(main)
+    assert result.error is None, result.error_detail
+    (step,) = result.steps
+    model_descriptor = ModelDescriptor(
+        provider=provider, id="scripted-1", context_window=32_000, max_tokens=4_000
+    )
+    tool = ToolDefinition(name=WEATHER.name, description=WEATHER.description, parameters=WEATHER.parameters)
+    measured = request_overhead_tokens(transport, model=model_descriptor, system=long_prompt, tools=[tool])
+    # measured from the payload this transport builds (its wire shape of the prompt and the tool schema)
+    assert measured > len(long_prompt) // 4
+    assert step.fixed_tokens == measured
+    assert step.planned_tokens <= step.hard_limit

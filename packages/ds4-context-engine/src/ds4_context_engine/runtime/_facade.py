@@ -11,7 +11,7 @@ import anyio
 import msgspec
 
 from ds4_context_core import ModelDescriptor
-from ds4_context_core.adapter import CompletionRequest, CompletionResult
+from ds4_context_core.adapter import CompletionRequest, CompletionResult, ToolDefinition
 from ds4_context_core.privacy import PrivacyPolicy
 from ds4_context_core.tokens import TokenCalibration, TokenCalibrator
 from ds4_context_engine.providers import ModelReference, StreamEvent
@@ -286,6 +286,20 @@ class AgentRuntime:
         wire = getattr(transport, "interop_format", None)
         return wire if isinstance(wire, str) else None
 
+    def _request_overhead(
+        self, reference: ModelReference, model: ModelDescriptor, system: str, tools: Sequence[ToolDefinition]
+    ) -> int | None:
+        from ds4_context_engine.providers._overhead import request_overhead_tokens  # noqa: PLC0415
+        from ds4_context_engine.providers._transport import HttpTransport  # noqa: PLC0415
+
+        try:
+            transport = self.transport(reference.provider)
+        except RuntimeOptionsError:
+            return None
+        if not isinstance(transport, HttpTransport):
+            return None
+        return request_overhead_tokens(transport, model=model, system=system or None, tools=tools)
+
     def calibration(self, reference: str) -> TokenCalibration | None:
         """What the runtime learned about ``reference``'s token counts so far (``None`` before any usage)."""
         calibrator = self._calibrators.get(reference)
@@ -304,6 +318,7 @@ class AgentRuntime:
             describe_model=self._describe,
             calibrators=self._calibrators,
             wire_format=self._wire_format,
+            request_overhead=self._request_overhead,
         )
         return await run_turn(context, system_prompt, options)
 

@@ -17,7 +17,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -75,6 +75,11 @@ _sorted_json: Final = msgspec.json.Encoder(order="sorted")
 _WIRE_FORMATS: Final = ("anthropic", "openai-chat", "openai-responses")
 
 
+_OverheadProbe: TypeAlias = Callable[
+    [ModelReference, ModelDescriptor, str, Sequence[ToolDefinition]], int | None
+]
+
+
 class RunContext(msgspec.Struct, kw_only=True):
     """What the runtime gives one turn: its routes, tools, sink, limits and calibration state."""
 
@@ -85,6 +90,9 @@ class RunContext(msgspec.Struct, kw_only=True):
     describe_model: Callable[[ModelReference, RunOptions], ModelDescriptor]
     calibrators: dict[str, TokenCalibrator]
     wire_format: Callable[[ModelReference], str | None]
+    # What the system prompt and tools add to the payload the reference's transport really builds;
+    # None when the transport cannot tell (a host transport): the loop then estimates the texts.
+    request_overhead: _OverheadProbe = msgspec.field(default=lambda _reference, _model, _system, _tools: None)
 
 
 class _Pending(msgspec.Struct, frozen=True, kw_only=True):
@@ -421,6 +429,7 @@ class _Turn:
                 attempts=routed.attempts,
                 planned_tokens=plan.budget.total_tokens,
                 hard_limit=plan.budget.hard_limit,
+                fixed_tokens=plan.budget.fixed_tokens,
                 messages_sent=len(plan.messages),
                 tool_calls=len(output.tool_calls),
                 usage=usage,
@@ -635,6 +644,13 @@ def _fixed_tokens(system: str, tools: Sequence[ToolDefinition]) -> int:
     return total
 
 
+def _overhead(
+    turn: _Turn, reference: ModelReference, descriptor: ModelDescriptor, tools: Sequence[ToolDefinition]
+) -> int:
+    measured = turn.context.request_overhead(reference, descriptor, turn.system, tools)
+    return _fixed_tokens(turn.system, tools) if measured is None else measured
+
+
 def _step_signature(calls: Sequence[OutputToolCall]) -> bytes:
     return b"\x00".join(call.name.encode() + b"\x01" + _sorted_json.encode(call.arguments) for call in calls)
 
@@ -736,7 +752,7 @@ async def _set_up(turn: _Turn, inputs: list[CanonicalMessage]) -> _Setup:
         tools=tools,
         descriptor=descriptor,
         destination=destination if destination in _WIRE_FORMATS else None,
-        fixed_tokens=_fixed_tokens(turn.system, tools),
+        fixed_tokens=_overhead(turn, checked.references[0], descriptor, tools),
     )
 
 

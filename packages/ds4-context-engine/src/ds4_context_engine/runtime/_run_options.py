@@ -147,6 +147,8 @@ class RunStep(msgspec.Struct, frozen=True, kw_only=True):
     tool_calls: int
     usage: CompletionUsage | None = None
     stop_reason: str | None = None
+    # what the system prompt and tool schemas add to the request, budgeted before the history
+    fixed_tokens: int = 0
 
 
 class RunResult(msgspec.Struct, frozen=True, kw_only=True):
