@@ -221,3 +221,84 @@ def test_batch_append_chains_entries_in_one_write_or_writes_nothing(tmp_path):
         append_pi_entries(path, [("message", USER), ("message", {"id": "x", **USER})])
     assert caught.value.code == "pi-entry-fields-invalid"
     assert path.read_bytes() == before
+
+
+def _count_full_reads(monkeypatch):
+    from ds4_context_engine.pi import _writer
+
+    reads = []
+    real = _writer.read_pi_session_bytes
+
+    def counting(data, **kwargs):
+        reads.append(len(data))
+        return real(data, **kwargs)
+
+    monkeypatch.setattr(_writer, "read_pi_session_bytes", counting)
+    return reads
+
+
+def test_appends_to_a_file_only_this_process_wrote_do_not_read_it_again(tmp_path, monkeypatch):
+    path = tmp_path / "s.jsonl"
+    create_pi_session(path, cwd="/p")
+    reads = _count_full_reads(monkeypatch)
+    written = [append_pi_entry(path, "message", USER) for _ in range(50)]
+    written += append_pi_entries(path, [("message", USER), ("message", USER)])
+    # one read to learn the file, then none: a long turn's appends stay linear in what they add
+    assert len(reads) == 1
+    session = read_pi_session(path)
+    assert [entry.id for entry in session.entries] == [entry.id for entry in written]
+    assert [entry.line for entry in session.entries] == [entry.line for entry in written]
+    assert [entry.offset for entry in session.entries] == [entry.offset for entry in written]
+    assert len(session.branch()[0]) == len(written)
+
+
+def test_an_append_by_another_process_is_seen_by_the_next_append(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.jsonl"
+    create_pi_session(path, cwd="/p")
+    mine = append_pi_entry(path, "message", USER)
+    script = (
+        "import sys; from ds4_context_engine.pi import append_pi_entry; "
+        "print(append_pi_entry(sys.argv[1], 'message', "
+        "{'message': {'role': 'user', 'content': 'other', 'timestamp': 2}}).id)"
+    )
+    other = subprocess.run(
+        [sys.executable, "-c", script, str(path)], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    reads = _count_full_reads(monkeypatch)
+    next_entry = append_pi_entry(path, "message", USER)
+    assert len(reads) == 1  # the file changed under us: read again
+    assert next_entry.parent_id == other != mine.id
+    session = read_pi_session(path)
+    assert session.issues == ()
+    assert [entry.id for entry in session.entries] == [mine.id, other, next_entry.id]
+
+
+@pytest.mark.parametrize("how", ["replaced", "rewritten-in-place"])
+def test_a_file_changed_behind_the_writer_is_read_again(tmp_path, monkeypatch, how):
+    path = tmp_path / "s.jsonl"
+    create_pi_session(path, cwd="/p")
+    first = append_pi_entry(path, "message", USER)
+    append_pi_entry(path, "message", USER)
+    # another tool drops the last entry and writes a same-sized line: a different leaf, same length
+    lines = path.read_bytes().splitlines(keepends=True)
+    last = lines[-1]
+    old_id = read_pi_session(path).leaf_id
+    swapped = last.replace(old_id.encode(), b"f" * len(old_id))
+    if how == "replaced":
+        other = tmp_path / "other.jsonl"
+        other.write_bytes(b"".join(lines[:-1]) + swapped)
+        os.replace(other, path)
+    else:
+        with path.open("r+b") as handle:
+            handle.seek(sum(map(len, lines[:-1])))
+            handle.write(swapped)
+    reads = _count_full_reads(monkeypatch)
+    entry = append_pi_entry(path, "message", USER)
+    assert len(reads) == 1
+    assert entry.parent_id == "f" * len(old_id)
+    session = read_pi_session(path)
+    assert session.issues == ()
+    assert session.entry(first.id) is not None
