@@ -6,6 +6,8 @@ import os
 import re
 import shutil
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from ds4_context_engine.pi import (
     extend_pi_session,
     read_pi_session,
 )
+from ds4_context_engine.pi import _writer
 from ds4_context_engine.store import open_derived_store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi"
@@ -224,8 +227,6 @@ def test_batch_append_chains_entries_in_one_write_or_writes_nothing(tmp_path):
 
 
 def _count_full_reads(monkeypatch):
-    from ds4_context_engine.pi import _writer
-
     reads = []
     real = _writer.read_pi_session_bytes
 
@@ -253,9 +254,6 @@ def test_appends_to_a_file_only_this_process_wrote_do_not_read_it_again(tmp_path
 
 
 def test_an_append_by_another_process_is_seen_by_the_next_append(tmp_path, monkeypatch):
-    import subprocess
-    import sys
-
     path = tmp_path / "s.jsonl"
     create_pi_session(path, cwd="/p")
     mine = append_pi_entry(path, "message", USER)
