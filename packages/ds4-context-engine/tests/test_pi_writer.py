@@ -15,6 +15,7 @@ import pytest
 
 from ds4_context_engine._exceptions import PiSessionWriteError
 from ds4_context_engine.pi import (
+    _writer,
     append_pi_entries,
     append_pi_entry,
     build_pi_context,
@@ -22,7 +23,6 @@ from ds4_context_engine.pi import (
     extend_pi_session,
     read_pi_session,
 )
-from ds4_context_engine.pi import _writer
 from ds4_context_engine.store import open_derived_store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi"
