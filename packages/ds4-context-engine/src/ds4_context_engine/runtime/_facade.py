@@ -278,24 +278,23 @@ class AgentRuntime:
             provider=reference.provider, id=reference.model, context_window=window, max_tokens=output
         )
 
-    def _wire_format(self, reference: ModelReference) -> str | None:
+    def _route_transport(self, reference: ModelReference) -> object | None:
+        """The transport ``reference`` goes through, or ``None`` when the runtime has none for it."""
         try:
-            transport = self.transport(reference.provider)
+            return self.transport(reference.provider)
         except RuntimeOptionsError:
             return None
-        wire = getattr(transport, "interop_format", None)
+
+    def _wire_format(self, reference: ModelReference) -> str | None:
+        wire = getattr(self._route_transport(reference), "interop_format", None)
         return wire if isinstance(wire, str) else None
 
     def _request_overhead(
         self, reference: ModelReference, model: ModelDescriptor, system: str, tools: Sequence[ToolDefinition]
     ) -> int | None:
-        from ds4_context_engine.providers._overhead import request_overhead_tokens  # noqa: PLC0415
-        from ds4_context_engine.providers._transport import HttpTransport  # noqa: PLC0415
+        from ds4_context_engine.providers import HttpTransport, request_overhead_tokens  # noqa: PLC0415
 
-        try:
-            transport = self.transport(reference.provider)
-        except RuntimeOptionsError:
-            return None
+        transport = self._route_transport(reference)
         if not isinstance(transport, HttpTransport):
             return None
         return request_overhead_tokens(transport, model=model, system=system or None, tools=tools)
