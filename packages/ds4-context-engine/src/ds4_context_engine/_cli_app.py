@@ -4,15 +4,12 @@ It imports typer, rich and core when it is first used; ``ds4-context version`` n
 """
 
 import inspect
-import os
 import shutil
-import sys
 import tempfile
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
 import typer
@@ -20,21 +17,39 @@ from typer.core import TyperGroup
 
 from ds4_context_core import Ds4ContextError, ModelDescriptor
 
+from ._cli_common import (
+    PLAN_COMMANDS,
+    PLANNING_OPTIONS,
+    READ_COMMANDS,
+    Printer,
+    echo_json,
+    fail,
+    guard,
+    internal_error,
+    plan_action,
+    print_plan,
+    print_planned,
+    print_result,
+    print_status,
+    read_action,
+    run_session_command,
+    short_id,
+    silence_stdout,
+    usage,
+)
 from ._cli_rich import Console, Table, escape  # rich itself only when a table is drawn
 from ._version import __version__
-from .cli import DEMO_WINDOW_TOKENS, EXIT_ERROR, EXIT_FAILED, EXIT_FALLBACK, EXIT_INTERNAL, EXIT_USAGE
+from .cli import DEMO_WINDOW_TOKENS, EXIT_ERROR, EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
     from .commands import ContextWorkspace
 
 __all__ = ["app"]
 
-_BAR_WIDTH: Final = 60
 _DEMO_PANEL_LINES: Final = 24
 _DEMO_RESTORE_ROWS: Final = 8
 _DEMO_WINDOW_CANDIDATES: Final = (20_000, 24_000, 16_000, 28_000, 32_000, 40_000, 48_000)
 _EXIT_PIPE_CLOSED: Final = 1  # what rich does when the reader of its output goes away
-_R = TypeVar("_R")
 
 # click's UsageError, found through typer's public BadParameter (typer may vendor click or use it)
 _UsageError: Final[type[Exception]] = next(
@@ -66,26 +81,10 @@ def _outcomes() -> Iterator[None]:
         raise
     except BrokenPipeError:
         # the reader went away (`| head`): nothing to report, and the same exit rich uses for its tables
-        _silence_stdout()
+        silence_stdout()
         raise typer.Exit(_EXIT_PIPE_CLOSED) from None
     except Exception as error:
-        typer.echo(
-            f"error [internal-error]: unexpected {type(error).__name__} (a bug in ds4-context; the "
-            "message is not shown, as it may hold session content)",
-            err=True,
-        )
-        raise typer.Exit(EXIT_INTERNAL) from None
-
-
-def _silence_stdout() -> None:
-    """Point stdout at the null device, so that the interpreter's final flush does not fail again."""
-    try:
-        descriptor = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # not a real file (a test runner's buffer)
-        return
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, descriptor)
-    os.close(null)
+        raise internal_error(error) from None
 
 
 class _Group(TyperGroup):
@@ -184,125 +183,11 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
-def _fail(code: str, message: str, status: int = EXIT_ERROR) -> typer.Exit:
-    typer.echo(f"error [{code}]: {message}", err=True)
-    return typer.Exit(status)
-
-
-def _usage(code: str, message: str) -> typer.Exit:
-    """A command line that cannot work as written: one line, exit :data:`EXIT_USAGE`."""
-    return _fail(code, message, EXIT_USAGE)
-
-
-def _guard(action: Callable[[], _R]) -> _R:
-    try:
-        return action()
-    except Ds4ContextError as error:
-        raise _fail(error.code, str(error.args[0]) if error.args else error.code) from None
-    except OSError as error:
-        raise _fail("file-unreadable", error.strerror or "cannot read a file") from None
-
-
-def _model_reference(reference: str | None, window: int | None) -> tuple[str, str] | None:
-    """``--model`` parsed, checked before anything is opened: a usage error needs no session to be read."""
-    if reference is None:
-        return None
-    if window is None:
-        raise _usage("window-required", "--model needs --window N (the context window in tokens)")
-    from .providers import ModelReferenceError, parse_model_reference  # noqa: PLC0415 - only when asked
-
-    try:
-        parsed = parse_model_reference(reference)
-    except ModelReferenceError as error:
-        raise _usage(error.code, "the model must be written provider:model") from None
-    return parsed.provider, parsed.model
-
-
-def _model(
-    reference: tuple[str, str] | None,
-    window: int | None,
-    max_tokens: int | None,
-    workspace_model: tuple[str | None, str | None],
-) -> Any:
-    """The model to plan for: ``--model``, else the one the session records; ``None`` without ``--window``."""
-    if window is None:
-        return None
-    provider, model_id = reference or workspace_model
-    if not provider or not model_id:
-        raise _usage("model-required", "the session names no model; pass --model provider:model")
-    return ModelDescriptor(
-        provider=provider, id=model_id, context_window=window, max_tokens=max_tokens
-    )  # no max_tokens: the library's default reserve (docs/core/planner.md), as for any host
-
-
-def _load_config(path: Path | None) -> Any:
-    if path is None:
-        return None
-    from ._config_file import read_config_file  # noqa: PLC0415 - only with --config
-
-    return _guard(lambda: read_config_file(path))
-
-
-@contextmanager
-def _workspace(
-    session: Path,
-    *,
-    store: str | None,
-    no_store: bool = False,
-    model: str | None = None,
-    window: int | None = None,
-    max_tokens: int | None = None,
-    leaf: str | None = None,
-    config: Path | None = None,
-    retrieve: int | None = None,
-    digest: bool = True,
-) -> Iterator["ContextWorkspace"]:
-    reference = _model_reference(model, window)
-    settings = _load_config(config)
-    commands = _commands()
-    hits = commands.RETRIEVAL_HITS_DEFAULT if retrieve is None else retrieve
-
-    def open_workspace() -> "ContextWorkspace":
-        workspace: ContextWorkspace = commands.ContextWorkspace.open(
-            session, store_path=store, no_store=no_store, config=settings, leaf_id=leaf, retrieval_hits=hits,
-            task_digest=digest,
-        )  # fmt: skip
-        context = workspace.context
-        workspace.model = _model(reference, window, max_tokens, (context.provider, context.model_id))
-        return workspace
-
-    workspace = _guard(open_workspace)
-    _warn_config(workspace)
-    try:
-        yield workspace
-    finally:
-        workspace.close()
-
-
-def _echo_json(command: str, body: Any) -> None:
-    """Print ``body`` in the one ``--json`` convention: snake_case, every field, a ``command`` key."""
-    from .commands._render import json_data  # noqa: PLC0415 - with the commands, on first use
-
-    data = json_data(body)
-    if not isinstance(data, dict):
-        raise TypeError("a command's JSON is an object")
-    typer.echo(msgspec.json.encode({**data, "command": command}, order="sorted").decode())
-
-
-def _warn_config(workspace: "ContextWorkspace") -> None:
-    """Each part of the config that was rejected (and replaced by its default), one line on stderr.
-
-    The lines name the key path and a fixed word, never a value; ``ds4-context config`` lists them too.
-    """
-    for warning in workspace.config_result.warnings:
-        typer.echo(f"warning [{warning.code}]: {warning.path or '-'}: {warning.detail}", err=True)
-
-
-def _emit(result: msgspec.Struct, as_json: bool) -> None:
-    if as_json:
-        typer.echo(_commands().render_json(result))
-    else:
-        _console().print(_commands().render_rich(result))
+_fail = fail
+_usage = usage
+_guard = guard
+_echo_json = echo_json
+_short = short_id
 
 
 # The options that say which workspace to open, each defined once; a command lists the ones it takes.
@@ -326,7 +211,7 @@ _WORKSPACE_PARAMETERS: Final = {
         inspect.Parameter("digest", inspect.Parameter.KEYWORD_ONLY, annotation=DigestOption, default=True),
     )
 }
-_PLANNING: Final = ("store", "no_store", "model", "window", "max_tokens", "leaf", "config")
+_PLANNING: Final = PLANNING_OPTIONS
 _STORE_ONLY: Final = ("store", "no_store")
 _SESSION_PARAMETER: Final = inspect.Parameter(
     "session", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=SessionArgument
@@ -334,30 +219,6 @@ _SESSION_PARAMETER: Final = inspect.Parameter(
 _JSON_PARAMETER: Final = inspect.Parameter(
     "as_json", inspect.Parameter.KEYWORD_ONLY, annotation=JsonOption, default=False
 )
-Printer = Callable[["ContextWorkspace", Any, bool], None]
-
-
-def _print_result(workspace: "ContextWorkspace", result: Any, as_json: bool) -> None:
-    del workspace  # a /context result renders by itself
-    _emit(result, as_json)
-
-
-def _print_status(workspace: "ContextWorkspace", result: Any, as_json: bool) -> None:
-    """The status tables and, when there is a model to plan for (``--window``), the plan's composition."""
-    _emit(result, as_json)
-    if as_json or workspace.model is None:
-        return
-    plan = _guard(workspace.plan)
-    _print_composition(_console(), plan)
-
-
-def _print_composition(console: Console, plan: Any) -> None:
-    from ._cli_bars import composition, render_bar  # noqa: PLC0415 - tables only
-
-    budget = plan.budget
-    parts = composition(plan.items, window=budget.context_window, output_reserve=budget.output_reserve)
-    console.print(f"window ({budget.context_window:,} tokens)", style="bold")
-    console.print(render_bar(parts, _BAR_WIDTH, window=budget.context_window))
 
 
 def _session_command(
@@ -365,7 +226,7 @@ def _session_command(
     *,
     panel: str,
     options: tuple[str, ...] = _PLANNING,
-    printer: Printer = _print_result,
+    printer: Printer = print_result,
     summary: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``action(workspace, **own)`` as the command ``name`` taking a session file.
@@ -382,9 +243,9 @@ def _session_command(
             session = arguments.pop("session")
             as_json = arguments.pop("as_json")
             opening = {option: arguments.pop(option) for option in options}
-            with _workspace(session, **opening) as workspace:
-                result = _guard(lambda: action(workspace, **arguments))
-                printer(workspace, result, as_json)
+            run_session_command(
+                action, printer, session=session, as_json=as_json, opening=opening, arguments=arguments
+            )
 
         parameters = [_SESSION_PARAMETER, *own, *(_WORKSPACE_PARAMETERS[option] for option in options)]
         command.__signature__ = inspect.Signature([*parameters, _JSON_PARAMETER])  # type: ignore[attr-defined]
@@ -396,53 +257,18 @@ def _session_command(
     return register
 
 
-def _read_action(function: str) -> Callable[["ContextWorkspace"], msgspec.Struct]:
-    def action(workspace: "ContextWorkspace") -> msgspec.Struct:
-        return getattr(_commands(), function)(workspace)  # type: ignore[no-any-return]
-
-    return action
-
-
-_PLAN_NOTE: Final = " Needs --model provider:model and --window N."
-_PLAN_COMMANDS: Final = ("manifest", "included", "excluded", "compact-preview", "retrieved", "compaction")
-for _name, _function, _summary in (
-    ("status", "context_status", "The session at a glance: branch, model, size, pins, issues."),
-    ("adapter", "context_adapter", "The runtime-adapter view: capabilities as negotiated, diagnostics."),
-    ("tokens", "context_tokens", "Token estimate (chars-v1) of the native context, by role, largest first."),
-    ("manifest", "context_manifest", "What the plan includes and leaves out, with its budget." + _PLAN_NOTE),
-    (
-        "included",
-        "context_included",
-        "Every message in the plan with its kind, reason and tokens." + _PLAN_NOTE,
-    ),
-    ("excluded", "context_excluded", "What the plan leaves out, and why." + _PLAN_NOTE),
-    ("pins", "context_pins", "Pinned entries (replayed from the session's custom entries)."),
-    ("privacy", "context_privacy", "What privacy enforcement would do to the next request (counts only)."),
-    ("model", "context_model", "The model the session uses and the one the planner budgets against."),
-    ("compact-preview", "context_compact_preview", "What compaction would do now (dry run)." + _PLAN_NOTE),
-    (
-        "summaries",
-        "context_summaries",
-        "Compaction and branch summaries in the session, checked against summary-contract-v1.",
-    ),
-    (
-        "compaction",
-        "context_compaction",
-        "Compaction entries and what they cut; with --model and --window, whether a plan would compact.",
-    ),
-    (
-        "retrieved",
-        "context_retrieved",
-        "Retrieved-history items of the plan: source entry, tokens, score, reason." + _PLAN_NOTE,
-    ),
-    ("artifacts", "context_artifacts", "Large tool outputs the derived store keeps for this session."),
-    ("storage", "context_storage", "Sizes and counts of the derived store."),
-    ("health", "context_health", "Session issues, history validation and the store's state."),
-    ("config", "context_config", "The effective configuration and any warnings from loading it."),
-):
-    _panel = _STORE if _name in ("storage", "artifacts") else _PLAN if _name in _PLAN_COMMANDS else _INSPECT
-    _printer = _print_status if _name == "status" else _print_result
-    _session_command(_name, panel=_panel, summary=_summary, printer=_printer)(_read_action(_function))
+for _command in READ_COMMANDS:
+    _panel = (
+        _STORE
+        if _command.name in ("storage", "artifacts")
+        else _PLAN
+        if _command.name in PLAN_COMMANDS
+        else _INSPECT
+    )
+    _printer = print_status if _command.name == "status" else print_result
+    _session_command(_command.name, panel=_panel, summary=_command.summary, printer=_printer)(
+        read_action(_command.function)
+    )
 
 
 def _refuse_write(dry_run: bool) -> bool:
@@ -582,108 +408,10 @@ def index_command(
     _console().print(table)
 
 
-def _print_planned(workspace: "ContextWorkspace", plan: Any, as_json: bool) -> None:
-    if as_json:
-        from ._cli_json import PlanOutput  # noqa: PLC0415 - with the planner, on first use
-
-        model = workspace.model
-        body = PlanOutput(
-            model=f"{model.provider}:{model.id}" if model else None,
-            manifest=plan.manifest,
-            budget=plan.budget,
-            items=plan.items,
-        )
-        _echo_json("plan", body)
-    else:
-        _print_plan(_console(), workspace, plan)
-    fallback = plan.manifest.fallback
-    if fallback is not None:
-        # the plan is printed either way; a script must still be able to tell it did not fit
-        typer.echo(f"warning [{fallback.code}]: the planner fell back ({fallback.mode})", err=True)
-        raise typer.Exit(EXIT_FALLBACK)
-
-
-@_session_command("plan", panel=_START, options=(*_PLANNING, "retrieve", "digest"), printer=_print_planned)
+@_session_command("plan", panel=_START, options=(*_PLANNING, "retrieve", "digest"), printer=print_planned)
 def plan_command(workspace: "ContextWorkspace") -> Any:
     """Plan the session for a model: what is kept, trimmed, receipted and left out, and why."""
-    if not _stderr_may_be_terminal():  # a pipe or a log gets the result only, without loading rich
-        return workspace.plan()
-    progress = Console(stderr=True)
-    if not progress.is_terminal:
-        return workspace.plan()
-    with progress.status(f"planning {len(workspace.context.messages):,} messages", spinner="dots"):
-        return workspace.plan()
-
-
-def _stderr_may_be_terminal() -> bool:
-    """False when rich would surely see no terminal on stderr (see ``Console.is_terminal``)."""
-    forced = os.environ.get("TTY_COMPATIBLE") == "1" or os.environ.get("FORCE_COLOR") is not None
-    return forced or sys.stderr.isatty()
-
-
-def _short(message_id: str) -> str:
-    return message_id.rsplit(":", 1)[-1]
-
-
-def _print_plan(console: Console, workspace: "ContextWorkspace", plan: Any) -> None:
-    manifest = plan.manifest
-    budget = plan.budget
-    summary = Table(title="plan", show_header=False, title_justify="left")
-    summary.add_column("field", style="bold")
-    summary.add_column("value")
-    model = workspace.model
-    summary.add_row("model", f"{model.provider}:{model.id}" if model else "-")
-    summary.add_row("window / hard limit", f"{budget.context_window:,} / {budget.hard_limit:,} tokens")
-    summary.add_row("history", f"{manifest.history_messages} messages, {manifest.native_tokens:,} tokens")
-    # supplements (task digest, retrieved history, memory) are items but not history messages: say so, so
-    # that the kept table's total (every item) adds up to this line
-    supplements = len(plan.items) - manifest.included_messages
-    extra = f" + {supplements} supplement{'s' if supplements != 1 else ''}" if supplements else ""
-    summary.add_row(
-        "planned", f"{manifest.included_messages} messages{extra}, {manifest.planned_tokens:,} tokens"
-    )
-    summary.add_row("saved", f"{manifest.saved_tokens:,} tokens")
-    if manifest.fallback is not None:
-        summary.add_row("fallback", f"[red]{manifest.fallback.mode}: {manifest.fallback.code}[/red]")
-    console.print(summary)
-    _print_composition(console, plan)
-    kept = Counter((item.kind, item.reason) for item in plan.items)
-    tokens: Counter[tuple[str, str]] = Counter()
-    for item in plan.items:
-        tokens[(item.kind, item.reason)] += item.tokens
-    table = Table(title="kept (in the plan)", title_justify="left")
-    for column in ("kind", "why", "messages", "tokens"):
-        table.add_column(column)
-    for key, count in sorted(kept.items(), key=lambda pair: -tokens[pair[0]]):
-        table.add_row(key[0], key[1], str(count), f"{tokens[key]:,}")
-    table.add_section()
-    table.add_row("total", "", str(len(plan.items)), f"{sum(tokens.values()):,}", style="bold")
-    console.print(table)
-    if manifest.receipts:
-        receipts = Table(title="receipted (whole read-only steps replaced; restorable)", title_justify="left")
-        receipts.add_column("receipt", overflow="fold")
-        for column in ("originals", "original tokens", "receipt tokens"):
-            receipts.add_column(column)
-        for record in manifest.receipts:
-            receipts.add_row(
-                _short(record.receipt_id), str(len(record.original_message_ids)),
-                f"{record.original_tokens:,}", f"{record.receipt_tokens:,}",
-            )  # fmt: skip
-        console.print(receipts)
-    if manifest.exclusions:
-        left = Table(title="left out", title_justify="left")
-        for column in ("why", "messages", "tokens"):
-            left.add_column(column)
-        for column in ("from", "to"):
-            # an id is never cut: two ids may differ only in their last characters
-            left.add_column(column, overflow="fold")
-        for exclusion in manifest.exclusions:
-            left.add_row(
-                exclusion.reason, str(exclusion.count), f"{exclusion.tokens:,}",
-                escape(_short(exclusion.first_message_id or "-")),
-                escape(_short(exclusion.last_message_id or "-")),
-            )  # fmt: skip
-        console.print(left)
+    return plan_action(workspace)
 
 
 @app.command("conformance", rich_help_panel=_ADAPTERS)
@@ -911,7 +639,7 @@ def _print_demo(
         "decision with its reason; a task digest of what was left out (request, instructions, files, "
         "tools) stands in front. The session file is never rewritten.\n"
     )
-    _print_plan(console, workspace, plan)
+    print_plan(console, workspace, plan)
     trimmed = [item for item in plan.items if item.kind == "trimmed-tool-result"]
     if trimmed:
         console.print(
