@@ -17,10 +17,8 @@ from typer.core import TyperGroup
 
 from ds4_context_core import Ds4ContextError, ModelDescriptor
 
+from ._cli_argv import PLAN_COMMANDS, PLAN_OPTIONS, PLANNING_OPTIONS, READ_COMMANDS
 from ._cli_common import (
-    PLAN_COMMANDS,
-    PLANNING_OPTIONS,
-    READ_COMMANDS,
     Printer,
     echo_json,
     fail,
@@ -408,7 +406,7 @@ def index_command(
     _console().print(table)
 
 
-@_session_command("plan", panel=_START, options=(*_PLANNING, "retrieve", "digest"), printer=print_planned)
+@_session_command("plan", panel=_START, options=PLAN_OPTIONS, printer=print_planned)
 def plan_command(workspace: "ContextWorkspace") -> Any:
     """Plan the session for a model: what is kept, trimmed, receipted and left out, and why."""
     return plan_action(workspace)

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar
 
 import msgspec
 
@@ -30,10 +30,6 @@ if TYPE_CHECKING:
     from .commands import ContextWorkspace
 
 __all__ = [
-    "PLANNING_OPTIONS",
-    "PLAN_COMMANDS",
-    "READ_COMMANDS",
-    "ReadCommand",
     "echo",
     "fail",
     "guard",
@@ -55,77 +51,6 @@ _BAR_WIDTH: Final = 60
 _R = TypeVar("_R")
 # what click.echo removes from text written to something that is not a terminal
 _ANSI_CODES: Final = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
-
-PLANNING_OPTIONS: Final = ("store", "no_store", "model", "window", "max_tokens", "leaf", "config")
-"""The workspace options most session commands take (``plan`` adds ``retrieve`` and ``digest``)."""
-
-
-class ReadCommand(NamedTuple):
-    """A session command that only reads: its name, the ``/context`` function and its help line."""
-
-    name: str
-    function: str
-    summary: str
-
-
-_PLAN_NOTE: Final = " Needs --model provider:model and --window N."
-PLAN_COMMANDS: Final = ("manifest", "included", "excluded", "compact-preview", "retrieved", "compaction")
-"""The read commands listed under "Plan, explain, restore" in ``--help``."""
-READ_COMMANDS: Final = tuple(
-    ReadCommand(*row)
-    for row in (
-        ("status", "context_status", "The session at a glance: branch, model, size, pins, issues."),
-        ("adapter", "context_adapter", "The runtime-adapter view: capabilities as negotiated, diagnostics."),
-        (
-            "tokens",
-            "context_tokens",
-            "Token estimate (chars-v1) of the native context, by role, largest first.",
-        ),
-        (
-            "manifest",
-            "context_manifest",
-            "What the plan includes and leaves out, with its budget." + _PLAN_NOTE,
-        ),
-        (
-            "included",
-            "context_included",
-            "Every message in the plan with its kind, reason and tokens." + _PLAN_NOTE,
-        ),
-        ("excluded", "context_excluded", "What the plan leaves out, and why." + _PLAN_NOTE),
-        ("pins", "context_pins", "Pinned entries (replayed from the session's custom entries)."),
-        (
-            "privacy",
-            "context_privacy",
-            "What privacy enforcement would do to the next request (counts only).",
-        ),
-        ("model", "context_model", "The model the session uses and the one the planner budgets against."),
-        (
-            "compact-preview",
-            "context_compact_preview",
-            "What compaction would do now (dry run)." + _PLAN_NOTE,
-        ),
-        (
-            "summaries",
-            "context_summaries",
-            "Compaction and branch summaries in the session, checked against summary-contract-v1.",
-        ),
-        (
-            "compaction",
-            "context_compaction",
-            "Compaction entries and what they cut; with --model and --window, whether a plan would compact.",
-        ),
-        (
-            "retrieved",
-            "context_retrieved",
-            "Retrieved-history items of the plan: source entry, tokens, score, reason." + _PLAN_NOTE,
-        ),
-        ("artifacts", "context_artifacts", "Large tool outputs the derived store keeps for this session."),
-        ("storage", "context_storage", "Sizes and counts of the derived store."),
-        ("health", "context_health", "Session issues, history validation and the store's state."),
-        ("config", "context_config", "The effective configuration and any warnings from loading it."),
-    )
-)
-"""Every read-only session command, in ``--help`` order."""
 
 
 def _stream(err: bool) -> TextIO:

@@ -4,8 +4,10 @@ Every read command takes ``--json`` for machine-readable output. Errors print on
 code (``error [code]: ...``); the exit status says what kind of outcome it was (the ``EXIT_*``
 constants). Nothing is ever printed from a session's content except by ``restore``, whose job it is.
 
-``app`` (the typer application) is imported on first use, so that ``ds4-context version`` and
-``ds4-context --version`` answer without loading typer, rich, pydantic or the planner.
+``app`` (the typer application) is imported on first use: ``ds4-context version`` and ``--version``
+answer without loading typer, rich, pydantic or the planner, and the plain command lines of ``plan`` and
+the read commands are parsed without typer (:mod:`ds4_context_engine._cli_argv`), with the same output,
+error codes and exit statuses.
 """
 
 from __future__ import annotations
@@ -57,8 +59,13 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     """Console entry point."""
-    if sys.argv[1:] in _VERSION_ARGUMENTS:
+    arguments = sys.argv[1:]
+    if arguments in _VERSION_ARGUMENTS:
         sys.stdout.write(__version__ + "\n")
+        return
+    from ._cli_argv import run_fast  # noqa: PLC0415 - see the module docstring
+
+    if run_fast(arguments):
         return
     from ._cli_app import app as typer_app  # noqa: PLC0415 - see the module docstring
 
