@@ -8,10 +8,11 @@ Targets (issue 23, item 5): ``ds4-context version`` <= 80 ms; ``plan --json`` of
 interpreter that does nothing, and a plain script that reads and decodes every line of the same session
 file. The ratios against the peers are what to compare across machines.
 
-``--before SRC`` also times the same commands with ``SRC`` (for example the engine's ``src`` directory of
-an earlier commit, from ``git archive <commit> packages/ds4-context-engine/src | tar -x -C /tmp/before``)
-first on ``PYTHONPATH``, interleaved with the current code, so a change is measured before and after in
-one run on the same machine load.
+``--before SRC[:SRC...]`` also times the same commands with those source directories first on
+``PYTHONPATH`` (for example the ``src`` directories of core and the engine at an earlier commit, from
+``git archive <commit> packages/ds4-context-core/src packages/ds4-context-engine/src | tar -x -C /tmp/b``,
+then ``--before /tmp/b/packages/ds4-context-core/src:/tmp/b/packages/ds4-context-engine/src``), so a change
+is measured before and after in one run on the same machine load.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def median_ms(arguments: list[str], environment: dict[str, str], runs: int) -> t
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=11)
-    parser.add_argument("--before", type=Path, default=None, help="engine sources to compare against")
+    parser.add_argument(
+        "--before", default=None, help="source directories to compare against, separated by os.pathsep"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         path = write_session(Path(directory) / "bench.jsonl")
@@ -77,7 +80,9 @@ def main() -> None:
         if args.before is not None:
             earlier = {
                 **environment,
-                "PYTHONPATH": str(args.before.resolve()),
+                "PYTHONPATH": os.pathsep.join(
+                    str(Path(part).resolve()) for part in args.before.split(os.pathsep)
+                ),
                 "PYTHONPYCACHEPREFIX": str(Path(directory) / "pycache-before"),
             }
             for label, arguments in (

@@ -79,11 +79,23 @@ def test_design_sketch_names_are_public(module_name: str):
         assert getattr(module, name) is not None
 
 
-def test_importing_the_package_does_not_load_pydantic_until_the_planner_is_used():
+def test_importing_the_package_and_planning_without_a_config_do_not_load_pydantic():
+    # pydantic (and building the config models) is most of a command-line plan's start-up: it is loaded
+    # when a configuration is read or a model is named, never for the defaults
     code = (
         "import sys, ds4_context_core as c\n"
         "assert 'pydantic' not in sys.modules, 'eager pydantic import'\n"
-        "c.ContextPlanner\n"
+        "from ds4_context_core import CanonicalMessage, ModelDescriptor, Provenance, TextBlock\n"
+        "from ds4_context_core.config import CONFIG_SCHEMA_ID, ConfigLoadResult\n"
+        "import ds4_context_core.pruning\n"
+        "message = CanonicalMessage(id='s:e1', source_entry_id='e1', role='user',\n"
+        "    blocks=(TextBlock(text='hello'),),\n"
+        "    provenance=Provenance(source='runtime-session', session_id='s', entry_id='e1'))\n"
+        "model = ModelDescriptor(provider='openai', id='gpt-4.1-mini', context_window=8000)\n"
+        "plan = c.plan_context([message], model=model)\n"
+        "assert plan.manifest.fallback is None and len(plan.items) == 1\n"
+        "assert 'pydantic' not in sys.modules, 'a plan without a config loaded pydantic'\n"
+        "c.plan_context([message], model=model, config={'budget': {'hard_limit_ratio': 0.5}})\n"
         "assert 'pydantic' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

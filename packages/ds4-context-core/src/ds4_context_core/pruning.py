@@ -8,6 +8,8 @@ the evidence guard, the head/tail trim, the receipt text, and the task digest (`
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._exports import adopt_public_names
 from ._planner._digest import (
     MAX_DIGEST_ENTRIES,
@@ -34,7 +36,9 @@ from ._planner._pruning import (
     trim_text,
 )
 from ._planner._receipt_text import TOOL_KINDS, tool_kind
-from .config import PruningConfig
+
+if TYPE_CHECKING:
+    from .config import PruningConfig
 
 __all__ = [
     "JUDGE_REASONS",
@@ -64,3 +68,14 @@ __all__ = [
 ]
 
 adopt_public_names(__name__, globals())
+
+
+def __getattr__(name: str) -> Any:
+    # the pydantic section of the configuration, imported when it is first named: the digest and the
+    # judge (which the engine uses on every plan) need no pydantic
+    if name != "PruningConfig":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .config import PruningConfig  # noqa: PLC0415
+
+    globals()[name] = PruningConfig
+    return PruningConfig

@@ -13,17 +13,19 @@ import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import msgspec.inspect as mi
 
-from ds4_context_core.conformance import ConformanceReport
 from ds4_context_core.planner import PlanBudget, PlanItem, PlanManifest
 
-from .commands import RestoreResult
-from .runtime import FailoverRecord, RunStep, RunToolRecord
-from .store import IndexReport
+if TYPE_CHECKING:
+    from ds4_context_core.conformance import ConformanceReport
+
+    from .commands import RestoreResult
+    from .runtime import FailoverRecord, RunStep, RunToolRecord
+    from .store import IndexReport
 
 __all__ = [
     "DemoOutput",
@@ -79,6 +81,28 @@ class RunOutput(msgspec.Struct, frozen=True, kw_only=True):
     session_entry_ids: tuple[str, ...]
 
 
+def _import_field_types() -> None:
+    """Put the types the outputs' annotations name into this module, where msgspec resolves them.
+
+    ``plan --json`` prints a :class:`PlanOutput` (encoding needs no annotations), so the conformance kit,
+    the runtime and the store are imported only for the schemas, or by the commands that print them.
+    """
+    from ds4_context_core.conformance import ConformanceReport  # noqa: PLC0415
+
+    from .commands import RestoreResult  # noqa: PLC0415
+    from .runtime import FailoverRecord, RunStep, RunToolRecord  # noqa: PLC0415
+    from .store import IndexReport  # noqa: PLC0415
+
+    globals().update(
+        ConformanceReport=ConformanceReport,
+        FailoverRecord=FailoverRecord,
+        IndexReport=IndexReport,
+        RestoreResult=RestoreResult,
+        RunStep=RunStep,
+        RunToolRecord=RunToolRecord,
+    )
+
+
 def _context_command_types() -> dict[str, type]:
     """The ``/context`` commands the CLI runs, with the result type their function returns."""
     from . import commands  # noqa: PLC0415 - the dispatcher is lazy; this is only for schemas
@@ -92,6 +116,7 @@ def _context_command_types() -> dict[str, type]:
 
 def command_output_types() -> dict[str, type]:
     """Every command with a ``--json`` output, by the ``command`` key it prints."""
+    _import_field_types()
     return {
         **_context_command_types(),
         "conformance": ConformanceReport,
@@ -154,6 +179,7 @@ def _struct(info: mi.StructType, definitions: dict[str, Any]) -> dict[str, Any]:
 
 def json_schema(command: str, output: type) -> dict[str, Any]:
     """The JSON Schema (2020-12) of ``command``'s ``--json`` output, whose type is ``output``."""
+    _import_field_types()
     definitions: dict[str, Any] = {}
     info = mi.type_info(output)
     if not isinstance(info, mi.StructType):

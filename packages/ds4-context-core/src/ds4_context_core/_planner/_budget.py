@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ds4_context_core._history._model import ModelDescriptor
 from ds4_context_core._tokens._calibration import CALIBRATION_MAX_RATIO, CalibrationRatio
 from ds4_context_core._tokens._priors import calibration_prior
-from ds4_context_core.config import BudgetConfig, PlannerConfig
 
 from ._types import PlanBudget
+
+if TYPE_CHECKING:
+    from ds4_context_core.config import BudgetConfig, PlannerConfig
 
 # (largest window, recent tail, retrieved history, project snippets) - the reference's adaptive ceilings.
 _CEILINGS: Final = (

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ds4_context_core._history._model import CanonicalMessage
-from ds4_context_core.config import Ds4ContextConfig, PruningConfig
 
 from ._digest import TaskDigestBuilder
 from ._index import HistoryIndex, TokenEstimator
@@ -30,6 +30,10 @@ from ._types import (
     PlanExclusion,
     SupplementalItem,
 )
+
+if TYPE_CHECKING:
+    # the defaults of a plan without a configuration are plain structs of the same shape (_config_defaults)
+    from ds4_context_core.config import Ds4ContextConfig, PruningConfig
 
 
 class FallbackError(Exception):

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from ds4_context_core._config_defaults import DEFAULT_CONFIG_RESULT
 from ds4_context_core._history._model import CanonicalMessage, ModelDescriptor, RuntimeHistorySnapshot
 from ds4_context_core._tokens._estimators import fast_chars_v1
-from ds4_context_core.config import Ds4ContextConfig, load_config
+from ds4_context_core.config import load_config
 
 from ._budget import BudgetError, compute_budget
 from ._decisions import Decisions, FallbackError, PlanInputs
@@ -42,10 +43,14 @@ from ._types import FALLBACK_MODE_BLOCKED, FALLBACK_MODE_NATIVE, PlanBudget, Pla
 from ._validate import atomicity_problem
 from ._window import compact, open_window, skip_far_history
 
+if TYPE_CHECKING:
+    from ds4_context_core.config import Ds4ContextConfig
+
 __all__ = ["ContextPlan", "ContextPlanner", "PlanState", "plan_context", "restore"]
 
-# Building the (frozen) default configuration is a pydantic validation; a plan without one reuses it.
-_DEFAULT_CONFIG: Final = load_config(None)
+# A plan without a configuration reads the defaults from plain structs equal to the validated model, so it
+# never imports pydantic (see ds4_context_core._config_defaults).
+_DEFAULT_CONFIG: Final = DEFAULT_CONFIG_RESULT
 
 
 def _as_messages(history: object) -> tuple[Any, ...]:

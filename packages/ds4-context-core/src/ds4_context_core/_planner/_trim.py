@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ds4_context_core._history._model import CanonicalBlock, CanonicalMessage, ToolResultBlock
-from ds4_context_core.config import PruningConfig
 
 from ._common import NameCache
 from ._decisions import Decisions, PlanInputs, Trim
 from ._index import normalize_tool_name as _norm
 from ._pruning import trim_text
 from ._verdicts import Verdicts, result_positions
+
+if TYPE_CHECKING:
+    from ds4_context_core.config import PruningConfig
 
 
 def trimmed_copy(message: CanonicalMessage, config: PruningConfig) -> CanonicalMessage | None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from ds4_context_core import CanonicalMessage, ModelDescriptor, RuntimeHistorySnapshot
-from ds4_context_core.config import ConfigLoadResult, Ds4ContextConfig, load_config
+from ds4_context_core.config import DEFAULT_WRITE_TOOLS, ConfigLoadResult, load_config
 from ds4_context_core.planner import ContextPlan, PlanState, SupplementalItem, plan_context
 from ds4_context_core.privacy import PrivacyPolicy
 from ds4_context_core.summaries import SUMMARY_DEFAULT_MAX_CHARS, SummaryOutcome
@@ -45,6 +45,7 @@ from ds4_context_engine.store import (
 
 if TYPE_CHECKING:
     from ds4_context_core.adapter import CompletionRequest
+    from ds4_context_core.config import Ds4ContextConfig
 
 __all__ = ["DEFAULT_STORE_ENV", "ContextWorkspace", "default_store_location", "default_store_path"]
 
@@ -98,10 +99,16 @@ class ContextWorkspace:
         self.task_digest = bool(task_digest)
         self.session_path = Path(session_path)
         self.store = store
-        self.config_result: ConfigLoadResult = load_config(config)
+        # without a configuration nothing is validated (nor pydantic imported) until one is asked for:
+        # the planner and the privacy policy have the same defaults of their own
+        self._config_result: ConfigLoadResult | None = None if config is None else load_config(config)
         # the policy given here, else the configuration's privacy section (its defaults when it has none)
         self.privacy_policy: PrivacyPolicy = (
-            privacy_policy if privacy_policy is not None else self.config.privacy.to_policy()
+            privacy_policy
+            if privacy_policy is not None
+            else PrivacyPolicy()
+            if self._config_result is None
+            else self.config.privacy.to_policy()
         )
         self.model = model
         self.leaf_id = leaf_id
@@ -176,7 +183,16 @@ class ContextWorkspace:
             raise
 
     @property
+    def config_result(self) -> ConfigLoadResult:
+        """The configuration and what loading it rejected (without one, the defaults and no warnings)."""
+        if self._config_result is None:
+            self._config_result = load_config(None)
+        return self._config_result
+
+    @property
     def config(self) -> Ds4ContextConfig:
+        from ds4_context_core.config import Ds4ContextConfig  # noqa: PLC0415 - pydantic, when asked for
+
         config = self.config_result.config
         assert isinstance(config, Ds4ContextConfig)
         return config
@@ -318,7 +334,10 @@ class ContextWorkspace:
         if self._plan is not None and self._plan_key == key:
             return self._plan
         pinned = [message.id for message in context.messages if message.flags.pinned]
-        config: Mapping[str, Any] | Ds4ContextConfig = self.config
+        # None: the planner's own defaults, the same values without validating a model
+        config: Mapping[str, Any] | Ds4ContextConfig | None = (
+            None if self._config_result is None else self.config
+        )
         if dry_run:
             settings = self.config.model_dump()
             settings["pruning"]["dry_run"] = True
@@ -362,7 +381,11 @@ class ContextWorkspace:
             digest = None
             if self.task_digest:
                 digest = build_task_digest(
-                    context.messages, cut_plan, write_tools=self.config.pruning.write_tools
+                    context.messages,
+                    cut_plan,
+                    write_tools=DEFAULT_WRITE_TOOLS
+                    if self._config_result is None
+                    else self.config.pruning.write_tools,
                 )
             # Retrieved excerpts are old history: they go in front, after the summaries, and stay there
             # until the next compaction, so a new request does not move them and the prefix survives.

@@ -9,9 +9,9 @@ parsing a model reference or reading the error types stays cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from ds4_context_core.adapter import CompletionFailure, MessageConverter
 from ds4_context_engine._exceptions import ProviderResponseError, ProviderTransportError
 from ds4_context_engine._lazy import lazy_exports
 
@@ -36,20 +36,10 @@ from ._model_reference import (
     ModelReference,
     parse_model_reference,
 )
-from ._streaming import StreamCallback, StreamEvent, TextDelta, ToolCallDelta, UsageReport
-from ._types import (
-    FAILURE_KINDS,
-    TRANSIENT_FAILURE_KINDS,
-    CompletionOutput,
-    CompletionUsage,
-    FailureKind,
-    OutputToolCall,
-    ProviderContinuation,
-    ToolDefinition,
-    UsageObservation,
-)
 
 if TYPE_CHECKING:
+    from ds4_context_core.adapter import CompletionFailure, MessageConverter
+
     from ._anthropic import (
         ANTHROPIC_API_VERSION,
         ANTHROPIC_COUNT_TOKENS_PATH,
@@ -84,6 +74,7 @@ if TYPE_CHECKING:
         local_provider_transport,
     )
     from ._overhead import request_overhead_tokens
+    from ._streaming import StreamCallback, StreamEvent, TextDelta, ToolCallDelta, UsageReport
     from ._token_count import TOKEN_COUNT_SOURCES, TOKEN_COUNT_WARNING_CODES, TokenCount
     from ._transport import (
         DEFAULT_REQUEST_TIMEOUT_S,
@@ -91,6 +82,17 @@ if TYPE_CHECKING:
         HttpTransport,
         UsageCallback,
         parse_retry_after_ms,
+    )
+    from ._types import (
+        FAILURE_KINDS,
+        TRANSIENT_FAILURE_KINDS,
+        CompletionOutput,
+        CompletionUsage,
+        FailureKind,
+        OutputToolCall,
+        ProviderContinuation,
+        ToolDefinition,
+        UsageObservation,
     )
 
 __all__ = [
@@ -165,7 +167,26 @@ __all__ = [
     "validate_provider_base_url",
 ]
 
+# The streaming events and the shared records are core's adapter contract (which loads the conformance
+# kit and anyio): a command line that only parses --model needs none of it.
 _LAZY_EXPORTS = {
+    **dict.fromkeys(
+        ("StreamCallback", "StreamEvent", "TextDelta", "ToolCallDelta", "UsageReport"), "_streaming"
+    ),
+    **dict.fromkeys(
+        (
+            "FAILURE_KINDS",
+            "TRANSIENT_FAILURE_KINDS",
+            "CompletionOutput",
+            "CompletionUsage",
+            "FailureKind",
+            "OutputToolCall",
+            "ProviderContinuation",
+            "ToolDefinition",
+            "UsageObservation",
+        ),
+        "_types",
+    ),
     "ANTHROPIC_API_VERSION": "_anthropic",
     "ANTHROPIC_COUNT_TOKENS_PATH": "_anthropic",
     "ANTHROPIC_DEFAULT_BASE_URL": "_anthropic",
@@ -204,4 +225,13 @@ _LAZY_EXPORTS = {
     "parse_retry_after_ms": "_transport",
 }
 
-__getattr__ = lazy_exports(__name__, _LAZY_EXPORTS, globals())
+_CORE_ADAPTER_NAMES = frozenset({"CompletionFailure", "MessageConverter"})
+_load = lazy_exports(__name__, _LAZY_EXPORTS, globals())
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _CORE_ADAPTER_NAMES:
+        return _load(name)
+    value = getattr(import_module("ds4_context_core.adapter"), name)
+    globals()[name] = value
+    return value
