@@ -80,3 +80,30 @@ def test_status_draws_the_bar_when_there_is_a_window_to_plan_for(tmp_path):
     assert "█ free: " in planned
     plain = runner.invoke(app, ["status", str(session), "--no-store"]).stdout
     assert "window (" not in plain
+
+
+def test_the_bars_supplements_are_the_plan_lines_supplements_and_a_pin_is_verbatim(tmp_path):
+    # a pinned message is history kept as it is: counting it as a supplement made the bar disagree with
+    # "planned N messages + S supplements" above it
+    session = write_demo_session(tmp_path / "demo.jsonl", cwd=str(tmp_path))
+    runner = CliRunner()
+    entry = next(  # the first user entry, pinned as the demo does
+        json.loads(line)["id"]
+        for line in session.read_text(encoding="utf-8").splitlines()[1:]
+        if json.loads(line).get("message", {}).get("role") == "user"
+    )
+    assert runner.invoke(app, ["pin", str(session), entry, "--no-store"]).exit_code == 0
+    args = ["plan", str(session), "--window", "20000", "--no-store"]
+    plan = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    kinds = {item["kind"] for item in plan["items"]}
+    assert "pin" in kinds
+    supplements = [item for item in plan["items"] if item["original_index"] is None]
+    assert len(supplements) == len(plan["items"]) - plan["manifest"]["included_messages"]
+    table = runner.invoke(app, args, env={"COLUMNS": "200"}).stdout
+    legend = dict(re.findall(r"█ ([a-z ]+): ([\d,]+) tokens", table))
+    shown = int(legend.get("supplements", "0").replace(",", ""))
+    assert shown == sum(item["tokens"] for item in supplements)
+    assert composition([_item("pin", 34), _item("summary", 278)], window=1000, output_reserve=0)[:2] == [
+        Part("verbatim", 34),
+        Part("supplements", 278),
+    ]

@@ -13,11 +13,14 @@ from rich.text import Text
 
 __all__ = ["Part", "bar_cells", "composition", "render_bar"]
 
-# plan item kind -> the part of the bar it counts in; any other kind is a supplement
+# plan item kind (ds4_context_core.planner.PLAN_ITEM_KINDS) -> the part of the bar it counts in. History
+# messages are verbatim, trimmed or receipted; anything else (summary, memory, retrieved history, project
+# snippets) is a supplement, as in plan's "N messages + S supplements" line.
 _PART_OF_KIND: Final = {
     "message": "verbatim",
     "current-request": "verbatim",
-    "pinned": "verbatim",
+    "pin": "verbatim",
+    "interrupted-tool-call": "verbatim",
     "trimmed-tool-result": "trimmed",
     "receipt": "receipts",
 }
