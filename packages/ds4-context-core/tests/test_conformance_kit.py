@@ -770,6 +770,19 @@ def test_a_module_that_raises_at_import_is_a_coded_error_not_a_traceback(tmp_pat
     assert "sk-secret-in-message" not in line, "the target's own message may hold anything"
 
 
+@pytest.mark.parametrize("console", [False, True], ids=["python-m", "console-command"])
+def test_a_factory_function_that_raises_is_a_coded_error_not_a_traceback(
+    tmp_path: Path, console: bool
+) -> None:
+    (tmp_path / "calling_target.py").write_text(
+        'def factory():\n    raise RuntimeError("sk-secret-in-message")\n'
+    )
+    result = _run_kit(tmp_path, "calling_target:factory", console=console)
+    line = _one_error_line(result, "conformance-target-raised")
+    assert "calling the target raised RuntimeError" in line
+    assert "sk-secret-in-message" not in line
+
+
 def test_a_missing_dependency_of_the_module_is_named(tmp_path: Path) -> None:
     (tmp_path / "needy_target.py").write_text("import ds4_uninstalled_runtime_xyz\n")
     result = _run_kit(tmp_path, "needy_target:factory")

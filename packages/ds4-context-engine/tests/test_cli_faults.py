@@ -327,3 +327,30 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(command, coding):
     finally:
         os.close(write_end)
     assert (result.returncode, result.stderr) == (1, "")
+
+
+@pytest.mark.parametrize("safe_path", [False, True], ids=["plain", "PYTHONSAFEPATH"])
+def test_conformance_finds_a_target_in_the_current_directory_as_the_kits_command_does(tmp_path, safe_path):
+    (tmp_path / "cwd_adapter.py").write_text(
+        "from ds4_context_engine.pi import pi_session_conformance_factory as factory\n", encoding="utf-8"
+    )
+    environment = {
+        key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "PYTHONSAFEPATH"}
+    }
+    if safe_path:
+        environment["PYTHONSAFEPATH"] = "1"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "ds4-context"), "conformance", "cwd_adapter:factory", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=False,
+        timeout=120,
+    )
+    if safe_path:  # asked not to import from the current directory
+        assert result.returncode == EXIT_ERROR
+        _one_error_line(result.stderr, "conformance-target-not-found")
+        return
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["passed"] is True

@@ -4,7 +4,9 @@ It imports typer, rich and core when it is first used; ``ds4-context version`` n
 """
 
 import inspect
+import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -442,6 +444,8 @@ def _run_conformance(target: str | None, backend: str) -> Any:
         raise _usage("backend-unknown", "--backend must be asyncio or trio")
     if backend == "trio" and not _trio_installed():
         raise _fail("backend-unavailable", "--backend trio needs the trio package (pip install trio)")
+    if target is not None:
+        _put_cwd_on_path()
     factory = (
         pi_session_conformance_factory()
         if target is None
@@ -449,6 +453,18 @@ def _run_conformance(target: str | None, backend: str) -> Any:
     )
     selected: Literal["asyncio", "trio"] = "trio" if backend == "trio" else "asyncio"
     return run_runtime_adapter_conformance_sync(factory, backend=selected)
+
+
+def _put_cwd_on_path() -> None:
+    """Find a target in the current directory too, as ``ds4-context-conformance`` and ``python -m`` do.
+
+    Skipped under ``python -P`` / ``PYTHONSAFEPATH``, which ask for exactly that not to happen.
+    """
+    if sys.flags.safe_path:
+        return
+    cwd = os.getcwd()
+    if not any(entry in ("", cwd) for entry in sys.path):
+        sys.path.insert(0, cwd)
 
 
 def _load_target(load: Callable[[str], Any], target: str) -> Any:

@@ -88,7 +88,12 @@ def load_conformance_factory(target: str) -> ConformanceFactory:
             )
         value = getattr(value, part)
     if not hasattr(value, "create") and callable(value):
-        value = value()
+        try:
+            value = value()
+        except Exception as error:  # the target's factory function raised: its code, not the kit's
+            raise ConformanceTargetError(
+                "conformance-target-raised", f"calling the target raised {type(error).__name__}"
+            ) from None
     if not (hasattr(value, "create") and callable(value.create) and hasattr(value, "name")):
         raise ConformanceTargetError(
             "conformance-target-invalid", "the target is not a conformance factory (needs name and create)"
