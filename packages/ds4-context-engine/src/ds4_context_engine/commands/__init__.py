@@ -10,89 +10,43 @@ from typing import TYPE_CHECKING
 
 from ds4_context_engine._lazy import lazy_exports
 
-from ._basic import (
-    MEMORY_PREVIEW_CHARS,
-    context_config,
-    context_health,
-    context_memory,
-    context_model,
-    context_pin,
-    context_pins,
-    context_rebuild_index,
-    context_status,
-    context_storage,
-    context_tokens,
-    context_unpin,
-)
-from ._demo import DEMO_MODEL_ID, DEMO_PROVIDER, DEMO_SESSION_ID, write_demo_session
-from ._digest import (
-    CUT_SUPPLEMENT_PASSES,
-    TASK_DIGEST_ID,
-    TASK_DIGEST_MAX_CHARS,
-    SettledPlan,
-    plan_with_cut_supplements,
-    settle_cut_supplements,
-    task_digest,
-)
-from ._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut
-from ._planned import (
-    RESTORE_MAX_CHARS,
-    context_compact_preview,
-    context_excluded,
-    context_explain,
-    context_included,
-    context_manifest,
-    context_restore,
-)
-from ._render import render_json, render_rich, render_text
-from ._results import (
-    AdapterResult,
-    ArtifactLine,
-    ArtifactsResult,
-    CapabilityLine,
-    CommandResult,
-    CompactionLine,
-    CompactionResult,
-    CompactPreviewResult,
-    ConfigResult,
-    ExcludedResult,
-    ExclusionLine,
-    ExplainResult,
-    HealthResult,
-    IncludedResult,
-    IssueCount,
-    ItemLine,
-    ManifestResult,
-    MemoryLine,
-    MemoryResult,
-    MessageTokens,
-    ModelResult,
-    PinLine,
-    PinsResult,
-    PrivacyResult,
-    RebuildIndexResult,
-    RestoredMessage,
-    RestoreResult,
-    RetrievedLine,
-    RetrievedResult,
-    StatusResult,
-    StorageResult,
-    SummariesResult,
-    SummaryLine,
-    TokensResult,
-)
-from ._retrieval import (
-    RETRIEVAL_HITS_DEFAULT,
-    RETRIEVED_TEXT_MAX_CHARS,
-    retrieval_candidates,
-    retrieval_query_terms,
-    retrieve_history,
-    retrieved_supplements,
-)
-from ._workspace import DEFAULT_STORE_ENV, ContextWorkspace, default_store_location, default_store_path
-
 if TYPE_CHECKING:
+    from ._basic import (
+        MEMORY_PREVIEW_CHARS,
+        context_config,
+        context_health,
+        context_memory,
+        context_model,
+        context_pin,
+        context_pins,
+        context_rebuild_index,
+        context_status,
+        context_storage,
+        context_tokens,
+        context_unpin,
+    )
+    from ._demo import DEMO_MODEL_ID, DEMO_PROVIDER, DEMO_SESSION_ID, write_demo_session
+    from ._digest import (
+        CUT_SUPPLEMENT_PASSES,
+        TASK_DIGEST_ID,
+        TASK_DIGEST_MAX_CHARS,
+        SettledPlan,
+        plan_with_cut_supplements,
+        settle_cut_supplements,
+        task_digest,
+    )
     from ._dispatch import CONTEXT_COMMANDS, run_context_command, run_context_command_text
+    from ._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut
+    from ._planned import (
+        RESTORE_MAX_CHARS,
+        context_compact_preview,
+        context_excluded,
+        context_explain,
+        context_included,
+        context_manifest,
+        context_restore,
+    )
+    from ._render import render_json, render_rich, render_text
     from ._restore_tool import (
         RESTORE_TOOL_CODES,
         RESTORE_TOOL_MAX_CHARS,
@@ -102,8 +56,53 @@ if TYPE_CHECKING:
         offer_restore_tool,
         restore_tool_definition,
     )
+    from ._results import (
+        AdapterResult,
+        ArtifactLine,
+        ArtifactsResult,
+        CapabilityLine,
+        CommandResult,
+        CompactionLine,
+        CompactionResult,
+        CompactPreviewResult,
+        ConfigResult,
+        ExcludedResult,
+        ExclusionLine,
+        ExplainResult,
+        HealthResult,
+        IncludedResult,
+        IssueCount,
+        ItemLine,
+        ManifestResult,
+        MemoryLine,
+        MemoryResult,
+        MessageTokens,
+        ModelResult,
+        PinLine,
+        PinsResult,
+        PrivacyResult,
+        RebuildIndexResult,
+        RestoredMessage,
+        RestoreResult,
+        RetrievedLine,
+        RetrievedResult,
+        StatusResult,
+        StorageResult,
+        SummariesResult,
+        SummaryLine,
+        TokensResult,
+    )
+    from ._retrieval import (
+        RETRIEVAL_HITS_DEFAULT,
+        RETRIEVED_TEXT_MAX_CHARS,
+        retrieval_candidates,
+        retrieval_query_terms,
+        retrieve_history,
+        retrieved_supplements,
+    )
     from ._runtime import context_adapter, context_privacy
     from ._views import context_artifacts, context_compaction, context_retrieved, context_summaries
+    from ._workspace import DEFAULT_STORE_ENV, ContextWorkspace, default_store_location, default_store_path
 
 __all__ = [
     "CONTEXT_COMMANDS",
@@ -204,8 +203,106 @@ __all__ = [
 ]
 
 # Imported on first use: the adapter and privacy views load core's adapter contract, the dispatcher loads
-# every command, and a plan from the CLI needs neither.
+# every command, and a plan from the CLI needs only the workspace and the JSON rendering.
 _LAZY_EXPORTS = {
+    **dict.fromkeys(
+        (
+            "MEMORY_PREVIEW_CHARS",
+            "context_config",
+            "context_health",
+            "context_memory",
+            "context_model",
+            "context_pin",
+            "context_pins",
+            "context_rebuild_index",
+            "context_status",
+            "context_storage",
+            "context_tokens",
+            "context_unpin",
+        ),
+        "_basic",
+    ),
+    **dict.fromkeys(("DEMO_MODEL_ID", "DEMO_PROVIDER", "DEMO_SESSION_ID", "write_demo_session"), "_demo"),
+    **dict.fromkeys(
+        (
+            "CUT_SUPPLEMENT_PASSES",
+            "SettledPlan",
+            "TASK_DIGEST_ID",
+            "TASK_DIGEST_MAX_CHARS",
+            "plan_with_cut_supplements",
+            "settle_cut_supplements",
+            "task_digest",
+        ),
+        "_digest",
+    ),
+    **dict.fromkeys(("SUMMARY_TIMEOUT_S", "summarize_cut"), "_llm_summary"),
+    **dict.fromkeys(
+        (
+            "RESTORE_MAX_CHARS",
+            "context_compact_preview",
+            "context_excluded",
+            "context_explain",
+            "context_included",
+            "context_manifest",
+            "context_restore",
+        ),
+        "_planned",
+    ),
+    **dict.fromkeys(("render_json", "render_rich", "render_text"), "_render"),
+    **dict.fromkeys(
+        (
+            "AdapterResult",
+            "ArtifactLine",
+            "ArtifactsResult",
+            "CapabilityLine",
+            "CommandResult",
+            "CompactPreviewResult",
+            "CompactionLine",
+            "CompactionResult",
+            "ConfigResult",
+            "ExcludedResult",
+            "ExclusionLine",
+            "ExplainResult",
+            "HealthResult",
+            "IncludedResult",
+            "IssueCount",
+            "ItemLine",
+            "ManifestResult",
+            "MemoryLine",
+            "MemoryResult",
+            "MessageTokens",
+            "ModelResult",
+            "PinLine",
+            "PinsResult",
+            "PrivacyResult",
+            "RebuildIndexResult",
+            "RestoreResult",
+            "RestoredMessage",
+            "RetrievedLine",
+            "RetrievedResult",
+            "StatusResult",
+            "StorageResult",
+            "SummariesResult",
+            "SummaryLine",
+            "TokensResult",
+        ),
+        "_results",
+    ),
+    **dict.fromkeys(
+        (
+            "RETRIEVAL_HITS_DEFAULT",
+            "RETRIEVED_TEXT_MAX_CHARS",
+            "retrieval_candidates",
+            "retrieval_query_terms",
+            "retrieve_history",
+            "retrieved_supplements",
+        ),
+        "_retrieval",
+    ),
+    **dict.fromkeys(
+        ("ContextWorkspace", "DEFAULT_STORE_ENV", "default_store_location", "default_store_path"),
+        "_workspace",
+    ),
     "CONTEXT_COMMANDS": "_dispatch",
     "run_context_command": "_dispatch",
     "run_context_command_text": "_dispatch",
