@@ -1,6 +1,9 @@
 """The typer application behind ``ds4-context`` (see :mod:`ds4_context_engine.cli`).
 
-It imports typer, rich and core when it is first used; ``ds4-context version`` never loads it.
+It imports typer, rich and core when it is first used; ``ds4-context version`` never loads it, nor do
+the plain command lines of ``plan`` and the read commands, which :mod:`ds4_context_engine._cli_argv`
+parses itself. What a session command does once parsed is in :mod:`ds4_context_engine._cli_common`, which
+both use, so that they print and exit alike.
 """
 
 import inspect
@@ -183,6 +186,7 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
+# the shared behaviour under the names the commands below were written with
 _fail = fail
 _usage = usage
 _guard = guard
