@@ -8,16 +8,17 @@ Targets (issue 23, item 5): ``ds4-context version`` <= 80 ms; ``plan --json`` of
 interpreter that does nothing, and a plain script that reads and decodes every line of the same session
 file. The ratios against the peers are what to compare across machines.
 
-Measured (issue 23; 2 cores under a load of 12, CPU time, median of 21 runs, before = a0d5d65):
-``version`` 25 -> 25 ms; ``plan --json`` of the 1,000-message session 385 -> 136 ms, against 35 ms for
-the plain read and 12 ms for an empty interpreter. Wall times on that machine were 2-4x the CPU times
-(waiting for a core); on a quiet machine they are about the CPU times.
+Measured (issue 23; 2 cores under a load of 8-13, median CPU time of 21-31 runs, before = a0d5d65):
+``version`` 22-25 -> 21-25 ms; ``plan --json`` of the 1,000-message session 330-385 -> 120-175 ms (best
+wall 120-136 ms in the quieter runs), against 30-35 ms for the plain read and 10-12 ms for an empty
+interpreter. Wall times on that machine were 2-4x the CPU times (waiting for a core).
 
-``--before SRC[:SRC...]`` also times the same commands with those source directories first on
-``PYTHONPATH`` (for example the ``src`` directories of core and the engine at an earlier commit, from
-``git archive <commit> packages/ds4-context-core/src packages/ds4-context-engine/src | tar -x -C /tmp/b``,
-then ``--before /tmp/b/packages/ds4-context-core/src:/tmp/b/packages/ds4-context-engine/src``), so a change
-is measured before and after in one run on the same machine load.
+``--before SRC[:SRC...]`` also times the same commands, interleaved with the current ones, with those
+source directories first on ``PYTHONPATH``, so a change is measured before and after in one run on the
+same machine load. For the ``src`` directories of core and the engine at an earlier commit::
+
+    git archive <commit> packages/ds4-context-core/src packages/ds4-context-engine/src | tar -x -C /tmp/b
+    ... --before /tmp/b/packages/ds4-context-core/src:/tmp/b/packages/ds4-context-engine/src
 """
 
 from __future__ import annotations
@@ -42,24 +43,35 @@ _PLAIN_READ = (
 )
 
 
-def median_ms(arguments: list[str], environment: dict[str, str], runs: int) -> tuple[float, float, float]:
-    """Median wall time, median CPU time (user + system) and best wall time of ``runs`` new processes, in ms.
+Figures = tuple[float, float, float]
 
-    CPU time is the steadier figure on a shared machine: waiting for a core does not count in it. The best
-    wall time is the run that waited least, the nearest to what a quiet machine gives.
+
+def interleaved_ms(commands: list[tuple[list[str], dict[str, str]]], runs: int) -> list[Figures]:
+    """For each command: median wall time, median CPU time (user + system) and best wall time, in ms.
+
+    The commands run in turn, ``runs`` rounds, so that a change of machine load weighs on all of them
+    alike. CPU time is the steadier figure on a shared machine: waiting for a core does not count in it.
+    The best wall time is the run that waited least, the nearest to what a quiet machine gives.
     """
-    subprocess.run(arguments, capture_output=True, env=environment, check=False)  # warm the bytecode cache
-    walls, cpus = [], []
+    for arguments, environment in commands:  # warm the bytecode cache
+        subprocess.run(arguments, capture_output=True, env=environment, check=False)
+    samples: list[tuple[list[float], list[float]]] = [([], []) for _ in commands]
     for _ in range(runs):
-        started = time.perf_counter()
-        child = subprocess.Popen(
-            arguments, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment
-        )
-        _, _, usage = os.wait4(child.pid, 0)
-        child.returncode = 0  # reaped by wait4 above
-        walls.append((time.perf_counter() - started) * 1000)
-        cpus.append((usage.ru_utime + usage.ru_stime) * 1000)
-    return statistics.median(walls), statistics.median(cpus), min(walls)
+        for (arguments, environment), (walls, cpus) in zip(commands, samples, strict=True):
+            started = time.perf_counter()
+            child = subprocess.Popen(
+                arguments, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment
+            )
+            _, _, usage = os.wait4(child.pid, 0)
+            child.returncode = 0  # reaped by wait4 above
+            walls.append((time.perf_counter() - started) * 1000)
+            cpus.append((usage.ru_utime + usage.ru_stime) * 1000)
+    return [(statistics.median(walls), statistics.median(cpus), min(walls)) for walls, cpus in samples]
+
+
+def median_ms(arguments: list[str], environment: dict[str, str], runs: int) -> Figures:
+    """:func:`interleaved_ms` of one command."""
+    return interleaved_ms([(arguments, environment)], runs)[0]
 
 
 def main() -> None:
@@ -82,7 +94,7 @@ def main() -> None:
         def cli(*arguments: str) -> tuple[float, float, float]:
             return median_ms([python, "-c", _ENTRY, *arguments], environment, args.runs)
 
-        before: dict[str, tuple[float, float, float]] = {}
+        before: dict[str, tuple[Figures, Figures]] = {}
         if args.before is not None:
             earlier = {
                 **environment,
@@ -95,7 +107,9 @@ def main() -> None:
                 ("version", ["version"]),
                 ("plan --json", ["plan", str(path), *PLAN_ARGS]),
             ):
-                before[label] = median_ms([python, "-c", _ENTRY, *arguments], earlier, args.runs)
+                command = [python, "-c", _ENTRY, *arguments]
+                now, then = interleaved_ms([(command, environment), (command, earlier)], args.runs)
+                before[label] = (now, then)
 
         rows = [
             ("python -c pass (peer)", nothing, None),
@@ -109,13 +123,15 @@ def main() -> None:
         for name, (wall, cpu, best), target in rows:
             goal = f"  (target <= {target} ms)" if target else ""
             print(f"{name:42} {wall:6.1f} ms {cpu:6.1f} ms {best:6.1f} ms  {cpu / plain[1]:5.2f}x{goal}")
-        now = {"version": rows[2][1], "plan --json": rows[5][1]}
-        for label, (wall, cpu, best) in before.items():
-            after = now[label][1]
-            print(
-                f"{'before: ds4-context ' + label:42} {wall:6.1f} ms {cpu:6.1f} ms {best:6.1f} ms"
-                f"  {cpu / plain[1]:5.2f}x  (now {after / cpu:4.2f}x of before)"
-            )
+        if before:
+            print("\nbefore and after, interleaved:")
+        for label, (now, then) in before.items():
+            for when, (wall, cpu, best) in (("before", then), ("after", now)):
+                print(
+                    f"{when + ': ds4-context ' + label:42} {wall:6.1f} ms {cpu:6.1f} ms {best:6.1f} ms"
+                    f"  {cpu / plain[1]:5.2f}x"
+                )
+            print(f"{'':42} cpu now {now[1] / then[1]:4.2f}x of before")
 
 
 if __name__ == "__main__":
