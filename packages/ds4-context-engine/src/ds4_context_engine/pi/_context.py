@@ -141,6 +141,8 @@ class _Builder:
         self.excluded: list[str] = []
         self.issues: list[PiSessionIssue] = []
         self.memo = session.context_memo
+        # the timestamp of the entry being added (``PiEntry.timestamp`` would decode the line again)
+        self.timestamp = ""
 
     def add_memoized(self, entry: PiEntry) -> None:
         """:meth:`add`, converting each entry object once: a re-read after an append pays for new entries.
@@ -186,7 +188,7 @@ class _Builder:
                 blocks=tuple(blocks),
                 created_at=created_at
                 if isinstance(created_at, str | int | float)
-                else entry.timestamp or None,
+                else self.timestamp or None,
                 provider=provider if isinstance(provider, str) else None,
                 model=model if isinstance(model, str) else None,
                 provenance=Provenance(
@@ -203,6 +205,8 @@ class _Builder:
 
     def add(self, entry: PiEntry) -> None:
         data = entry.data
+        timestamp = data.get("timestamp")
+        self.timestamp = timestamp if isinstance(timestamp, str) else ""
         if entry.type == "message":
             self.add_message(entry, data.get("message"))
         elif entry.type == "custom_message":
