@@ -18,10 +18,12 @@ from ds4_context_engine import PiSessionError
 from ds4_context_engine.pi import (
     DEFAULT_MIN_PI_LINE_BYTES,
     PI_SESSION_SMALL_LINES,
+    PiSessionView,
     append_pi_entry,
     build_pi_context,
     create_pi_session,
     extend_pi_session,
+    pi_session_revision,
     read_pi_session,
     read_pi_session_bytes,
 )
@@ -92,6 +94,23 @@ def test_messages_are_held_about_once(tmp_path):
     session, peak = _peak(lambda: read_pi_session(path))
     assert peak < 1.5 * path.stat().st_size  # the bytes, plus a little per entry
     assert len(build_pi_context(session).messages) == len(session.entries)
+
+
+def test_a_view_holds_the_file_and_its_context_within_3x(tmp_path):
+    # what the adapter and the workspace do: read, project the branch, hash the revision
+    path = _file(tmp_path / "messages.jsonl", lambda number: _message(number, 1024))
+    view = PiSessionView(path)
+
+    def snapshot():
+        return view.snapshot(view.context(), runtime_id="pi-session", project_root=str(tmp_path))
+
+    first, peak = _peak(snapshot)
+    assert peak < 3 * path.stat().st_size  # no read buffer of the size cap, no copy of every entry's JSON
+    append_pi_entry(path, "message", {"message": {"role": "user", "content": "more"}})
+    view.refresh()
+    grown = snapshot()
+    assert len(grown.messages) == len(first.messages) + 1
+    assert grown.revision == pi_session_revision(read_pi_session(path), grown.messages[-1].source_entry_id)
 
 
 def test_a_file_of_tiny_lines_is_refused_before_anything_is_decoded(tmp_path):

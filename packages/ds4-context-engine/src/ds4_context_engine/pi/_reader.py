@@ -707,15 +707,22 @@ def open_pi_session_file(path: Path, max_bytes: int = DEFAULT_MAX_PI_SESSION_BYT
         raise
 
 
+def read_capped(handle: BinaryIO, max_bytes: int) -> bytes:
+    """The rest of ``handle`` (a regular file, at most ``max_bytes`` and one byte more when larger).
+
+    Asks for the size fstat sees (plus one byte, to see a file that grew past the cap), not for
+    ``max_bytes``: a read of n bytes allocates n first, 256 MiB for every small session.
+    """
+    expected = max(0, os.fstat(handle.fileno()).st_size - handle.tell())
+    data = handle.read(min(expected, max_bytes) + 1)
+    if len(data) > expected and len(data) <= max_bytes:  # grew while being read: take the rest too
+        data += handle.read(max_bytes + 1 - len(data))
+    return data
+
+
 def _read_regular_file(path: Path, max_bytes: int) -> bytes:
     with open_pi_session_file(path, max_bytes) as handle:
-        # Ask for the size fstat saw (plus one byte, to see a file that grew past the cap), not for
-        # max_bytes: a read of n bytes allocates n first, 256 MiB for every small session.
-        expected = os.fstat(handle.fileno()).st_size
-        data = handle.read(min(expected, max_bytes) + 1)
-        if len(data) > expected and len(data) <= max_bytes:  # grew while being read: take the rest too
-            data += handle.read(max_bytes + 1 - len(data))
-        return data
+        return read_capped(handle, max_bytes)
 
 
 def read_pi_session(
