@@ -75,9 +75,8 @@ def _peak(read):
 
 
 def test_a_file_of_the_smallest_accepted_lines_is_held_within_3x_its_size(tmp_path):
-    # labels padded to the shortest average accepted: the most entries per byte a session may hold
-    pad = DEFAULT_MIN_PI_LINE_BYTES - len(_label(1))
-    path = _file(tmp_path / "labels.jsonl", lambda number: _label(number, "y" * (2 + pad)))
+    # the most entries per byte a session may hold
+    path = _file(tmp_path / "labels.jsonl", _smallest_labels)
     session, peak = _peak(lambda: read_pi_session(path))
     size = path.stat().st_size
     lines = path.read_bytes().splitlines()[1:]
@@ -94,6 +93,20 @@ def test_messages_are_held_about_once(tmp_path):
     session, peak = _peak(lambda: read_pi_session(path))
     assert peak < 1.5 * path.stat().st_size  # the bytes, plus a little per entry
     assert len(build_pi_context(session).messages) == len(session.entries)
+
+
+def _smallest_labels(number: int) -> bytes:
+    """A label padded to the shortest average line a session may have."""
+    return _label(number, "y" * (2 + DEFAULT_MIN_PI_LINE_BYTES - len(_label(1))))
+
+
+def test_a_view_of_the_smallest_accepted_lines_stays_within_3x(tmp_path):
+    # entries that become no message are not remembered one by one by the context builder
+    path = _file(tmp_path / "labels.jsonl", _smallest_labels)
+    view = PiSessionView(path)
+    snapshot, peak = _peak(lambda: view.snapshot(view.context(), runtime_id="pi", project_root=str(tmp_path)))
+    assert snapshot.messages == ()
+    assert peak < 3 * path.stat().st_size
 
 
 def test_a_view_holds_the_file_and_its_context_within_3x(tmp_path):

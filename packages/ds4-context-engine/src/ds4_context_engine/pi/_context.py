@@ -133,6 +133,10 @@ def _bash_text(message: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# The entry types ``_Builder.add`` turns into messages; every other type adds nothing.
+_CONVERTED_TYPES: Final = frozenset({"message", "custom_message", "branch_summary"})
+
+
 class _Builder:
     def __init__(self, session: PiSession, pinned: Collection[str]) -> None:
         self.session_id = session.session_id
@@ -148,8 +152,11 @@ class _Builder:
         """:meth:`add`, converting each entry object once: a re-read after an append pays for new entries.
 
         Keyed by the entry object (its id, with the object kept so the id is never reused) and whether it
-        is pinned, the only input of the conversion besides the entry itself.
+        is pinned, the only input of the conversion besides the entry itself. Entries of the types that
+        never become messages are skipped, not remembered (a memo item costs more than a small entry).
         """
+        if entry.type not in _CONVERTED_TYPES:
+            return
         pinned = entry.id in self.pinned
         found = self.memo.get(id(entry))
         if found is not None and found[0] is entry and found[1] == pinned:
@@ -394,14 +401,15 @@ def _build_pi_context(session: PiSession, leaf_id: str | None, pinned: frozenset
     else:
         compaction = path[compaction_index]
         compaction_id = compaction.id
-        summary = compaction.data.get("summary")
+        compaction_data = compaction.data  # decoded once
+        summary = compaction_data.get("summary")
         builder.emit(
             compaction,
             "user",
             "compactionSummary",
             [TextBlock(text=COMPACTION_SUMMARY_PREFIX + (summary if isinstance(summary, str) else ""))],
         )
-        first_kept = compaction.data.get("firstKeptEntryId")
+        first_kept = compaction_data.get("firstKeptEntryId")
         kept = False
         for entry in path[:compaction_index]:
             kept = kept or entry.id == first_kept

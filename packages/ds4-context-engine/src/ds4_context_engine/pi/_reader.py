@@ -569,8 +569,9 @@ class PiSession:
         for entry in self.entries:
             if entry.type != "label":
                 continue
-            target = entry.data.get("targetId")
-            label = entry.data.get("label")
+            data = entry.data  # decoded once
+            target = data.get("targetId")
+            label = data.get("label")
             if not isinstance(target, str):
                 continue
             if isinstance(label, str) and label.strip():
