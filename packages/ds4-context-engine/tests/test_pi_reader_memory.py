@@ -126,6 +126,17 @@ def test_a_view_holds_the_file_and_its_context_within_3x(tmp_path):
     assert grown.revision == pi_session_revision(read_pi_session(path), grown.messages[-1].source_entry_id)
 
 
+def test_a_view_of_short_messages_shares_what_it_can(tmp_path):
+    # ~180-byte user messages: each canonical message costs ~500 bytes whatever the reader does (its
+    # id, provenance, block and text), so the bound is looser; flags objects and memo items are shared
+    path = _file(tmp_path / "short.jsonl", lambda number: _message(number, 30))
+    view = PiSessionView(path)
+    snapshot, peak = _peak(lambda: view.snapshot(view.context(), runtime_id="pi", project_root=str(tmp_path)))
+    assert len(snapshot.messages) == len(view.session.entries) > 25_000
+    assert peak < 7 * path.stat().st_size
+    assert len({id(message.flags) for message in snapshot.messages}) == 1
+
+
 def test_a_file_of_tiny_lines_is_refused_before_anything_is_decoded(tmp_path):
     path = _file(tmp_path / "tiny.jsonl", lambda number: b'{"type":"label","id":"%x"}\n' % number)
     with pytest.raises(PiSessionError) as caught:

@@ -133,6 +133,12 @@ def _bash_text(message: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# One flags object per combination, shared by every message (flags are frozen): not one per message.
+_FLAGS: Final = {
+    (atomic, pinned): MessageFlags(atomic=True if atomic else None, pinned=True if pinned else None)
+    for atomic in (False, True)
+    for pinned in (False, True)
+}
 # The entry types ``_Builder.add`` turns into messages; every other type adds nothing.
 _CONVERTED_TYPES: Final = frozenset({"message", "custom_message", "branch_summary"})
 
@@ -160,6 +166,9 @@ class _Builder:
         pinned = entry.id in self.pinned
         found = self.memo.get(id(entry))
         if found is not None and found[0] is entry and found[1] == pinned:
+            if len(found) == 3:  # the usual outcome, kept small: one message, nothing excluded
+                self.messages.append(found[2])
+                return
             _, _, messages, excluded, issues = found
             self.messages.extend(messages)
             self.excluded.extend(excluded)
@@ -167,10 +176,14 @@ class _Builder:
             return
         counts = len(self.messages), len(self.excluded), len(self.issues)
         self.add(entry)
+        added = self.messages[counts[0] :]
+        if len(added) == 1 and (len(self.excluded), len(self.issues)) == counts[1:]:
+            self.memo[id(entry)] = (entry, pinned, added[0])
+            return
         self.memo[id(entry)] = (
             entry,
             pinned,
-            tuple(self.messages[counts[0] :]),
+            tuple(added),
             tuple(self.excluded[counts[1] :]),
             tuple(self.issues[counts[2] :]),
         )
@@ -204,9 +217,7 @@ class _Builder:
                     entry_id=entry.id,
                     original_role=original_role,
                 ),
-                flags=MessageFlags(
-                    atomic=True if atomic else None, pinned=True if entry.id in self.pinned else None
-                ),
+                flags=_FLAGS[atomic, entry.id in self.pinned],
             )
         )
 
