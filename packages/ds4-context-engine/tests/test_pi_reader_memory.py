@@ -182,3 +182,12 @@ def test_an_entry_holds_its_line_not_a_decoded_copy(tmp_path):
     assert read.data is not read.data
     assert "secret" not in repr(read)  # reprs name the entry, never its content
     assert read.data["message"]["content"] == "secret words"
+
+
+def test_entries_do_not_change_with_the_buffer_they_were_read_from():
+    buffer = bytearray(HEADER + _label(0))
+    session = read_pi_session_bytes(buffer)  # type: ignore[arg-type]  # a caller's mutable buffer
+    tail = bytearray(_label(1))
+    grown = extend_pi_session(session, tail)  # type: ignore[arg-type]
+    buffer[-4:-3], tail[-4:-3] = b"z", b"z"  # the label values
+    assert [entry.data["label"] for entry in grown.entries] == ["y", "y"]

@@ -655,6 +655,8 @@ def read_pi_session_bytes(
     """
     if len(data) > max_bytes:
         raise PiSessionError("pi-session-too-large", f"{path}: the file exceeds {max_bytes} bytes")
+    if type(data) is not bytes:  # the entries keep the bytes: never a buffer the caller may change
+        data = bytes(data)
     first_end = data.find(b"\n")
     if first_end < 0:
         raise PiSessionError("pi-session-header-missing", f"{path}: there is no complete header line")
@@ -759,6 +761,8 @@ def extend_pi_session(
     Only the new complete lines are parsed, so re-reading after an append costs what was appended.
     Ids already in ``session`` count as taken, so a duplicate appended later is still reported.
     """
+    if type(tail) is not bytes:  # the entries keep the bytes: never a buffer the caller may change
+        tail = bytes(tail)
     _check_density(
         session.end_line + tail.count(b"\n"), session.end_offset + len(tail), min_line_bytes, session.path
     )
