@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from ds4_context_core import HistoryRecordError
+from ds4_context_core import CanonicalMessage, HistoryRecordError, Provenance, ToolCallBlock
+from ds4_context_core._history import _decode
 from ds4_context_core.history import (
     HISTORY_DECODE_CODES,
     HISTORY_MAX_NESTING_DEPTH,
+    check_message_nesting,
     decode_canonical_message,
     decode_canonical_messages_jsonl,
     decode_runtime_history_snapshot,
@@ -123,3 +125,52 @@ def test_optional_identifiers_left_unset_decode_in_every_decoder(block):
     message = decode_canonical_message(raw)
     assert decode_canonical_messages_jsonl(raw + b"\n") == (message,)
     assert decode_runtime_history_snapshot(_snapshot(raw)).messages == (message,)
+
+
+def _walks(monkeypatch) -> list[object]:
+    """The values the nesting check walks one by one (the slow path)."""
+    walked: list[object] = []
+    real = _decode.nesting_exceeds
+
+    def counting(value, limit, level=1):
+        walked.append(value)
+        return real(value, limit, level)
+
+    monkeypatch.setattr(_decode, "nesting_exceeds", counting)
+    return walked
+
+
+def test_values_too_small_to_be_deep_are_not_walked(monkeypatch):
+    walked = _walks(monkeypatch)
+    shallow = _message(10) + b"\n"
+    many_brackets = _ENVELOPE % b'{"text":"%s","list":[1,2]}' % (b"[{" * 200) + b"\n"
+    messages = decode_canonical_messages_jsonl(shallow * 1_000 + many_brackets)
+    assert len(messages) == 1_001
+    # only the value whose JSON holds more brackets than a value at its level may nest is walked
+    assert walked == [messages[-1].blocks[0].arguments]
+
+
+def test_brackets_in_strings_neither_hide_nor_fake_depth():
+    in_strings = _ENVELOPE % (b'"' + b"[" * 1_000 + b'"')
+    deep = _message(HISTORY_MAX_NESTING_DEPTH + 1)
+    assert len(decode_canonical_messages_jsonl(in_strings + b"\n")) == 1
+    with pytest.raises(HistoryRecordError) as caught:
+        decode_canonical_messages_jsonl(in_strings + b"\n" + _message(8) + b"\n" + deep + b"\n")
+    assert (caught.value.code, caught.value.line) == ("history-nesting-too-deep", 3)
+
+
+def test_values_that_are_not_json_are_still_checked():
+    cyclic: list[object] = []
+    cyclic.append(cyclic)  # a writer's own objects may be anything: a cycle is infinitely deep
+    provenance = Provenance(source="runtime-session", session_id="s", entry_id="1")
+
+    def message(arguments):
+        call = ToolCallBlock(id="c", name="f", arguments=arguments)
+        return CanonicalMessage(
+            id="s:1", source_entry_id="1", role="assistant", blocks=(call,), provenance=provenance
+        )
+
+    check_message_nesting([message({"a": {1, 2}})])  # a set is no JSON, and shallow
+    with pytest.raises(HistoryRecordError) as caught:
+        check_message_nesting([message({"a": [1]}), message({"a": cyclic})], first_line=5)
+    assert (caught.value.code, caught.value.line) == ("history-nesting-too-deep", 6)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, compress, repeat
-from operator import attrgetter, is_
+from operator import add, attrgetter, is_, lt
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
@@ -205,25 +205,52 @@ def nesting_exceeds(value: object, limit: int, level: int = 1) -> bool:
     return False
 
 
-def _nested_values(message: CanonicalMessage) -> Iterable[object]:
-    """The only values of a message whose depth is not fixed by the model: arguments and opaque values."""
-    for block in message.blocks:
-        if isinstance(block, ToolCallBlock):
-            yield block.arguments
-        elif isinstance(block, OpaqueProviderBlock):
-            yield block.value
+_NESTED_KINDS: Final = frozenset({ToolCallBlock, OpaqueProviderBlock})
+# A value at _BLOCK_VALUE_LEVEL can only nest past the limit if it holds more openers than this.
+_OPENERS_ALLOWED: Final = HISTORY_MAX_NESTING_DEPTH - _BLOCK_VALUE_LEVEL + 1
+
+
+def _openers(value: object) -> int:
+    """An upper bound of the arrays and objects nested in ``value``: the ``[`` and ``{`` of its JSON
+    (brackets inside strings count too). A value that is not JSON gets no bound and is walked."""
+    try:
+        encoded = _encoder.encode(value)
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError):
+        return _OPENERS_ALLOWED + 1
+    return encoded.count(b"[") + encoded.count(b"{")
 
 
 def _first_too_deep(messages: Sequence[CanonicalMessage]) -> int | None:
-    """Index of the first message nested deeper than ``HISTORY_MAX_NESTING_DEPTH``, if any."""
+    """Index of the first message nested deeper than ``HISTORY_MAX_NESTING_DEPTH``, if any.
+
+    Only tool call arguments and opaque values can be. Each is encoded (in C) and its brackets counted;
+    only a value with more than ``_OPENERS_ALLOWED`` of them can be too deep, and only those are walked.
+    """
     blocks = list(chain.from_iterable(map(attrgetter("blocks"), messages)))
     kinds = list(map(type, blocks))
     if not (ToolCallBlock in kinds or OpaqueProviderBlock in kinds):
         return None
-    for index, message in enumerate(messages):
-        for value in _nested_values(message):
-            if nesting_exceeds(value, HISTORY_MAX_NESTING_DEPTH, _BLOCK_VALUE_LEVEL):
-                return index
+    nested = list(compress(blocks, map(_NESTED_KINDS.__contains__, kinds)))
+    if OpaqueProviderBlock in kinds:
+        values = [block.arguments if type(block) is ToolCallBlock else block.value for block in nested]
+    else:
+        values = list(map(attrgetter("arguments"), nested))
+    try:
+        encoded = list(map(_encoder.encode, values))
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError):
+        counts = list(map(_openers, values))  # some value is no JSON: bound them one by one
+    else:
+        counts = list(
+            map(add, map(bytes.count, encoded, repeat(b"[")), map(bytes.count, encoded, repeat(b"{")))
+        )
+    for position in compress(range(len(values)), map(lt, repeat(_OPENERS_ALLOWED), counts)):
+        if nesting_exceeds(values[position], HISTORY_MAX_NESTING_DEPTH, _BLOCK_VALUE_LEVEL):
+            block = nested[position]
+            return next(
+                index
+                for index, message in enumerate(messages)
+                if any(item is block for item in message.blocks)
+            )
     return None
 
 

@@ -133,6 +133,16 @@ def _bash_text(message: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# One flags object per combination, shared by every message (flags are frozen): not one per message.
+_FLAGS: Final = {
+    (atomic, pinned): MessageFlags(atomic=True if atomic else None, pinned=True if pinned else None)
+    for atomic in (False, True)
+    for pinned in (False, True)
+}
+# The entry types ``_Builder.add`` turns into messages; every other type adds nothing.
+_CONVERTED_TYPES: Final = frozenset({"message", "custom_message", "branch_summary"})
+
+
 class _Builder:
     def __init__(self, session: PiSession, pinned: Collection[str]) -> None:
         self.session_id = session.session_id
@@ -141,16 +151,24 @@ class _Builder:
         self.excluded: list[str] = []
         self.issues: list[PiSessionIssue] = []
         self.memo = session.context_memo
+        # the timestamp of the entry being added (``PiEntry.timestamp`` would decode the line again)
+        self.timestamp = ""
 
     def add_memoized(self, entry: PiEntry) -> None:
         """:meth:`add`, converting each entry object once: a re-read after an append pays for new entries.
 
         Keyed by the entry object (its id, with the object kept so the id is never reused) and whether it
-        is pinned, the only input of the conversion besides the entry itself.
+        is pinned, the only input of the conversion besides the entry itself. Entries of the types that
+        never become messages are skipped, not remembered (a memo item costs more than a small entry).
         """
+        if entry.type not in _CONVERTED_TYPES:
+            return
         pinned = entry.id in self.pinned
         found = self.memo.get(id(entry))
         if found is not None and found[0] is entry and found[1] == pinned:
+            if len(found) == 3:  # the usual outcome, kept small: one message, nothing excluded
+                self.messages.append(found[2])
+                return
             _, _, messages, excluded, issues = found
             self.messages.extend(messages)
             self.excluded.extend(excluded)
@@ -158,10 +176,14 @@ class _Builder:
             return
         counts = len(self.messages), len(self.excluded), len(self.issues)
         self.add(entry)
+        added = self.messages[counts[0] :]
+        if len(added) == 1 and (len(self.excluded), len(self.issues)) == counts[1:]:
+            self.memo[id(entry)] = (entry, pinned, added[0])
+            return
         self.memo[id(entry)] = (
             entry,
             pinned,
-            tuple(self.messages[counts[0] :]),
+            tuple(added),
             tuple(self.excluded[counts[1] :]),
             tuple(self.issues[counts[2] :]),
         )
@@ -186,7 +208,7 @@ class _Builder:
                 blocks=tuple(blocks),
                 created_at=created_at
                 if isinstance(created_at, str | int | float)
-                else entry.timestamp or None,
+                else self.timestamp or None,
                 provider=provider if isinstance(provider, str) else None,
                 model=model if isinstance(model, str) else None,
                 provenance=Provenance(
@@ -195,14 +217,14 @@ class _Builder:
                     entry_id=entry.id,
                     original_role=original_role,
                 ),
-                flags=MessageFlags(
-                    atomic=True if atomic else None, pinned=True if entry.id in self.pinned else None
-                ),
+                flags=_FLAGS[atomic, entry.id in self.pinned],
             )
         )
 
     def add(self, entry: PiEntry) -> None:
         data = entry.data
+        timestamp = data.get("timestamp")
+        self.timestamp = timestamp if isinstance(timestamp, str) else ""
         if entry.type == "message":
             self.add_message(entry, data.get("message"))
         elif entry.type == "custom_message":
@@ -390,14 +412,15 @@ def _build_pi_context(session: PiSession, leaf_id: str | None, pinned: frozenset
     else:
         compaction = path[compaction_index]
         compaction_id = compaction.id
-        summary = compaction.data.get("summary")
+        compaction_data = compaction.data  # decoded once
+        summary = compaction_data.get("summary")
         builder.emit(
             compaction,
             "user",
             "compactionSummary",
             [TextBlock(text=COMPACTION_SUMMARY_PREFIX + (summary if isinstance(summary, str) else ""))],
         )
-        first_kept = compaction.data.get("firstKeptEntryId")
+        first_kept = compaction_data.get("firstKeptEntryId")
         kept = False
         for entry in path[:compaction_index]:
             kept = kept or entry.id == first_kept

@@ -34,11 +34,12 @@ def pi_custom_entry(entry: PiEntry) -> PiCustomEntry | None:
     """``entry`` as a :class:`PiCustomEntry`, or ``None`` when it is not a ``custom`` entry."""
     if entry.type != _CUSTOM:
         return None
-    custom_type = entry.data.get("customType")
+    data = entry.data  # decoded once
+    custom_type = data.get("customType")
     return PiCustomEntry(
         entry=entry,
         custom_type=custom_type if isinstance(custom_type, str) else None,
-        value=entry.data.get("data"),
+        value=data.get("data"),
     )
 
 

@@ -21,6 +21,7 @@ from ._reader import (
     PiEntry,
     PiSession,
     PiSessionHeader,
+    entry_shape,
     extend_pi_session,
     open_pi_session_file,
     read_pi_session_bytes,
@@ -198,9 +199,7 @@ def pi_index_record(entry: PiEntry) -> PiIndexRecord:
 
 def _shape_of(session: PiSession) -> PiSession:
     """The session without entry contents: enough to parse appended lines (ids, parents, lines)."""
-    entries = tuple(
-        entry if not entry.data else msgspec.structs.replace(entry, data={}) for entry in session.entries
-    )
+    entries = tuple(map(entry_shape, session.entries))
     return PiSession(
         path=session.path,
         header=session.header,
@@ -214,11 +213,10 @@ def _shape_of(session: PiSession) -> PiSession:
 def _stub_session(path: str, cursor: PiIndexCursor, shapes: Iterable[PiEntryShape]) -> PiSession:
     """A session holding only the tree shape a store kept, enough to parse appended lines in context."""
     entries = tuple(
-        PiEntry(
+        PiEntry.from_data(
             type=shape.type,
             id=shape.entry_id,
             parent_id=shape.parent_id,
-            timestamp="",
             line=shape.line,
             offset=shape.offset,
             data={},

@@ -22,10 +22,12 @@ from ds4_context_engine._exceptions import PiSessionError
 __all__ = [
     "DEFAULT_MAX_PI_SESSION_BYTES",
     "DEFAULT_MAX_PI_SESSION_ENTRIES",
+    "DEFAULT_MIN_PI_LINE_BYTES",
     "KNOWN_PI_ENTRY_TYPES",
     "MAX_PI_ISSUES_PER_CODE",
     "MAX_PI_JSON_DEPTH",
     "PI_ISSUE_CODES",
+    "PI_SESSION_SMALL_LINES",
     "PI_SESSION_VERSION",
     "PiEntry",
     "PiSession",
@@ -41,6 +43,14 @@ DEFAULT_MAX_PI_SESSION_BYTES: Final = 256 * 1024 * 1024
 #: The most entries a session may have; a file with more is refused (``pi-session-too-many-entries``), so
 #: memory stays bounded however small the entries are (about 0.5 KiB each for the tiniest).
 DEFAULT_MAX_PI_SESSION_ENTRIES: Final = 1_000_000
+#: Beyond its first :data:`PI_SESSION_SMALL_LINES` lines, a session file must average at least this many
+#: bytes a line (``min_line_bytes=``; 0 turns it off), or it is refused (``pi-session-too-many-entries``)
+#: before anything is decoded. An entry costs about 200-240 bytes of memory besides its line, so this keeps
+#: every accepted file within 3x its size. Real Pi lines are longer: a session is mostly messages, and its
+#: smallest entries (labels, setting changes) are 110-140 bytes with their ids and timestamp.
+DEFAULT_MIN_PI_LINE_BYTES: Final = 128
+#: Lines any session file may have whatever their size (about 2.5 MiB of memory beyond the file at most).
+PI_SESSION_SMALL_LINES: Final = 10_000
 #: Issues kept per issue code; later ones are only counted (``PiSession.issues_omitted``).
 MAX_PI_ISSUES_PER_CODE: Final = 100
 #: The deepest nesting of JSON arrays and objects a line may have (the entry object itself is level 1).
@@ -74,6 +84,7 @@ IssueSeverity = Literal["info", "warning", "error"]
 _HEADER_KEYS: Final = frozenset({"type", "version", "id", "timestamp", "cwd", "parentSession"})
 
 _decoder: Final = msgspec.json.Decoder()
+_encoder: Final = msgspec.json.Encoder()
 _TOO_DEEP: Final = object()
 # one shared string per known entry type, instead of one decoded copy per entry
 _ENTRY_TYPE_NAMES: Final = {name: name for name in KNOWN_PI_ENTRY_TYPES}
@@ -90,8 +101,30 @@ class PiSessionHeader(msgspec.Struct, frozen=True, kw_only=True):
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class PiEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """One tree entry. ``data`` is the decoded line (after in-memory migration); ``offset`` its first byte.
+class _Source:
+    """The bytes entries were read from: a whole file, or a tail appended to it, starting at file offset
+    ``base``. Every entry of one read shares one source, so holding the entries holds the file once."""
+
+    __slots__ = ("base", "data")
+
+    def __init__(self, data: bytes, base: int) -> None:
+        self.data = data
+        self.base = base
+
+
+# the source of entries kept for their tree shape only (``_shape``): their data is ``{}``
+_EMPTY_SOURCE: Final = _Source(b"{}", 0)
+_FIELD_BITS: Final = 40
+_FIELD_MASK: Final = (1 << _FIELD_BITS) - 1
+
+
+class PiEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False, eq=False):
+    """One tree entry: its ``type``, ``id`` and ``parent_id``, its ``line`` and first byte (``offset``).
+
+    ``data`` is the decoded line (after in-memory migration). It is decoded from the file's bytes each time
+    it is asked for and never kept, so a session holds its file once plus about 200 bytes per entry instead
+    of every line decoded: bind it to a name when you need it more than once. ``timestamp`` is the
+    entry's ``timestamp`` when it is a string, else ``""``. Entries compare equal when those fields do.
 
     Not tracked by the cycle collector (``gc=False``): an entry never refers back to itself, and millions
     of tracked entries made every collection walk them all.
@@ -100,10 +133,109 @@ class PiEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     type: str
     id: str
     parent_id: str | None
-    timestamp: str
-    line: int
-    offset: int
-    data: dict[str, Any]
+    _source: _Source
+    # line << 80 | length << 40 | offset: one integer object instead of three
+    _where: int
+
+    @classmethod
+    def from_data(
+        cls, *, type: str, id: str, parent_id: str | None, line: int, offset: int, data: dict[str, Any]
+    ) -> PiEntry:
+        """An entry that is not backed by a file read: ``data`` is encoded once and decoded on access."""
+        if not data:  # a tree shape only: nothing to hold
+            return cls(
+                type=type, id=id, parent_id=parent_id, _source=_EMPTY_SOURCE, _where=_pack(line, 2, offset)
+            )
+        encoded = _encoder.encode(data)
+        return cls(
+            type=type,
+            id=id,
+            parent_id=parent_id,
+            _source=_Source(encoded, offset),
+            _where=_pack(line, len(encoded), offset),
+        )
+
+    @property
+    def line(self) -> int:
+        return self._where >> (2 * _FIELD_BITS)
+
+    @property
+    def offset(self) -> int:
+        return self._where & _FIELD_MASK
+
+    @property
+    def data(self) -> dict[str, Any]:
+        source = self._source
+        if source is _EMPTY_SOURCE:
+            return {}
+        where = self._where
+        start = (where & _FIELD_MASK) - source.base
+        length = (where >> _FIELD_BITS) & _FIELD_MASK
+        value: dict[str, Any] = _decoder.decode(memoryview(source.data)[start : start + length])
+        return value
+
+    @property
+    def timestamp(self) -> str:
+        timestamp = self.data.get("timestamp")
+        return timestamp if isinstance(timestamp, str) else ""
+
+    def _key(self) -> tuple[str, str, str | None, int, int]:
+        return (self.type, self.id, self.parent_id, self.line, self.offset)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PiEntry):
+            return NotImplemented
+        return self is other or (self._key() == other._key() and self.data == other.data)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"PiEntry(type={self.type!r}, id={self.id!r}, parent_id={self.parent_id!r},"
+            f" line={self.line}, offset={self.offset})"
+        )
+
+    def __rich_repr__(self) -> list[tuple[str, Any]]:
+        return [
+            ("type", self.type),
+            ("id", self.id),
+            ("parent_id", self.parent_id),
+            ("line", self.line),
+            ("offset", self.offset),
+        ]
+
+
+def _pack(line: int, length: int, offset: int) -> int:
+    if length > _FIELD_MASK or offset > _FIELD_MASK:
+        raise PiSessionError("pi-session-too-large", "a session line or offset exceeds 2**40 bytes")
+    return (line << (2 * _FIELD_BITS)) | (length << _FIELD_BITS) | offset
+
+
+def entry_from_line(
+    entry_type: str, entry_id: str, parent_id: str | None, *, line: int, offset: int, text: bytes
+) -> PiEntry:
+    """The entry a reader would make of ``text``, the line (without newline) at ``offset`` of a file."""
+    return PiEntry(
+        type=_ENTRY_TYPE_NAMES.get(entry_type, entry_type),
+        id=entry_id,
+        parent_id=parent_id,
+        _source=_Source(text, offset),
+        _where=_pack(line, len(text), offset),
+    )
+
+
+def entry_shape(entry: PiEntry) -> PiEntry:
+    """``entry`` without its data (``{}``) and without holding the bytes it was read from."""
+    if entry._source is _EMPTY_SOURCE:
+        return entry
+    return PiEntry.from_data(
+        type=entry.type, id=entry.id, parent_id=entry.parent_id, line=entry.line, offset=entry.offset, data={}
+    )
 
 
 class PiSessionIssue(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -239,17 +371,20 @@ class _Scan:
         )
 
 
-def _migrate(raw: dict[str, Any], scan: _Scan) -> None:
+def _migrate(raw: dict[str, Any], scan: _Scan) -> bool:
+    """Migrate a v1 or v2 line to v3 in place; whether anything changed."""
     version = scan.header.version
+    changed = False
     if version < 3 and raw.get("type") == "message":
         message = raw.get("message")
         if isinstance(message, dict) and message.get("role") == "hookMessage":
             raw["message"] = {**message, "role": "custom"}
+            changed = True
     if version == 1:
         if isinstance(raw.get("id"), str) and "parentId" in raw:
             # appended by a tree-aware writer after the v1 lines: already migrated
             scan.v1_index_to_id.append(raw["id"])
-            return
+            return changed
         entry_id = _v1_entry_id(scan.header.id, scan.line, scan.by_id)
         raw["id"] = entry_id
         raw["parentId"] = scan.previous_id
@@ -262,9 +397,22 @@ def _migrate(raw: dict[str, Any], scan: _Scan) -> None:
         ):
             raw["firstKeptEntryId"] = scan.v1_index_to_id[index]
         scan.v1_index_to_id.append(entry_id)
+        return True
+    return changed
+
+
+def _check_density(lines: int, size: int, min_line_bytes: int, path: str) -> None:
+    """Refuse a file of ``lines`` lines in ``size`` bytes whose lines are too short to hold in 3x its size."""
+    if min_line_bytes > 0 and lines > max(PI_SESSION_SMALL_LINES, size // min_line_bytes):
+        raise PiSessionError(
+            "pi-session-too-many-entries",
+            f"{path}: {lines} lines in {size} bytes; past the first {PI_SESSION_SMALL_LINES}, lines must"
+            f" average at least {min_line_bytes} bytes",
+        )
 
 
 def _scan_lines(data: bytes, start: int, scan: _Scan, *, base_offset: int = 0) -> None:
+    source = _Source(data, base_offset)
     scan.end_offset = base_offset + start
     scan.end_line = scan.line
     for relative, text, terminated in _lines(data, start):
@@ -293,7 +441,7 @@ def _scan_lines(data: bytes, start: int, scan: _Scan, *, base_offset: int = 0) -
         if not isinstance(raw, dict):
             scan.issue("pi-line-corrupt", "error", "the line is not a JSON object and was skipped")
             continue
-        _migrate(raw, scan)
+        migrated = _migrate(raw, scan) if scan.header.version < PI_SESSION_VERSION else False
         entry_type = raw.get("type")
         entry_id = raw.get("id")
         parent_id = raw.get("parentId")
@@ -317,23 +465,27 @@ def _scan_lines(data: bytes, start: int, scan: _Scan, *, base_offset: int = 0) -
             raise PiSessionError(
                 "pi-session-too-many-entries", f"the session has more than {scan.max_entries} entries"
             )
-        entry_type = _ENTRY_TYPE_NAMES.get(entry_type, entry_type)
-        raw["type"] = entry_type
         parent = scan.by_id.get(parent_id) if parent_id is not None else None
         if parent is not None:  # share the parent's id string instead of keeping a decoded copy
             parent_id = parent.id
-            raw["parentId"] = parent_id
-        timestamp = raw.get("timestamp")
         scan.previous_id = entry_id
-        entry = PiEntry(
-            type=entry_type,
-            id=entry_id,
-            parent_id=parent_id,
-            timestamp=timestamp if isinstance(timestamp, str) else "",
-            line=scan.line,
-            offset=offset,
-            data=raw,
-        )
+        if migrated:  # what the entry reads as is not what the file holds: keep the migrated line
+            entry = PiEntry.from_data(
+                type=_ENTRY_TYPE_NAMES.get(entry_type, entry_type),
+                id=entry_id,
+                parent_id=parent_id,
+                line=scan.line,
+                offset=offset,
+                data=raw,
+            )
+        else:
+            entry = PiEntry(
+                type=_ENTRY_TYPE_NAMES.get(entry_type, entry_type),
+                id=entry_id,
+                parent_id=parent_id,
+                _source=source,
+                _where=_pack(scan.line, len(text), offset),
+            )
         scan.by_id[entry_id] = entry
         scan.entries.append(entry)
 
@@ -417,8 +569,9 @@ class PiSession:
         for entry in self.entries:
             if entry.type != "label":
                 continue
-            target = entry.data.get("targetId")
-            label = entry.data.get("label")
+            data = entry.data  # decoded once
+            target = data.get("targetId")
+            label = data.get("label")
             if not isinstance(target, str):
                 continue
             if isinstance(label, str) and label.strip():
@@ -491,14 +644,19 @@ def read_pi_session_bytes(
     path: str = "<memory>",
     max_bytes: int = DEFAULT_MAX_PI_SESSION_BYTES,
     max_entries: int = DEFAULT_MAX_PI_SESSION_ENTRIES,
+    min_line_bytes: int = DEFAULT_MIN_PI_LINE_BYTES,
 ) -> PiSession:
     """Parse session bytes. Raises ``PiSessionError`` when there is no usable header, or on the limits.
 
-    More than ``max_bytes`` is ``pi-session-too-large``, more than ``max_entries`` entries
-    ``pi-session-too-many-entries``; every other problem is an issue of the session.
+    More than ``max_bytes`` is ``pi-session-too-large``; more than ``max_entries`` entries, or (past the
+    first :data:`PI_SESSION_SMALL_LINES`) lines averaging under ``min_line_bytes`` bytes, is
+    ``pi-session-too-many-entries``; every other problem is an issue of the session. The session keeps
+    ``data`` (its entries decode their lines from it on access).
     """
     if len(data) > max_bytes:
         raise PiSessionError("pi-session-too-large", f"{path}: the file exceeds {max_bytes} bytes")
+    if type(data) is not bytes:  # the entries keep the bytes: never a buffer the caller may change
+        data = bytes(data)
     first_end = data.find(b"\n")
     if first_end < 0:
         raise PiSessionError("pi-session-header-missing", f"{path}: there is no complete header line")
@@ -511,6 +669,7 @@ def read_pi_session_bytes(
             "pi-session-header-invalid", f"{path}: the header nests deeper than {MAX_PI_JSON_DEPTH} levels"
         )
     header = _parse_header(raw_header, path)
+    _check_density(data.count(b"\n"), len(data), min_line_bytes, path)
     scan = _Scan(header, {}, first_line=1, max_entries=max_entries)
     _scan_lines(data, first_end + 1, scan)
     return PiSession._from_scan(path, scan, tuple(scan.entries))
@@ -551,15 +710,22 @@ def open_pi_session_file(path: Path, max_bytes: int = DEFAULT_MAX_PI_SESSION_BYT
         raise
 
 
+def read_capped(handle: BinaryIO, max_bytes: int) -> bytes:
+    """The rest of ``handle`` (a regular file, at most ``max_bytes`` and one byte more when larger).
+
+    Asks for the size fstat sees (plus one byte, to see a file that grew past the cap), not for
+    ``max_bytes``: a read of n bytes allocates n first, 256 MiB for every small session.
+    """
+    expected = max(0, os.fstat(handle.fileno()).st_size - handle.tell())
+    data = handle.read(min(expected, max_bytes) + 1)
+    if len(data) > expected and len(data) <= max_bytes:  # grew while being read: take the rest too
+        data += handle.read(max_bytes + 1 - len(data))
+    return data
+
+
 def _read_regular_file(path: Path, max_bytes: int) -> bytes:
     with open_pi_session_file(path, max_bytes) as handle:
-        # Ask for the size fstat saw (plus one byte, to see a file that grew past the cap), not for
-        # max_bytes: a read of n bytes allocates n first, 256 MiB for every small session.
-        expected = os.fstat(handle.fileno()).st_size
-        data = handle.read(min(expected, max_bytes) + 1)
-        if len(data) > expected and len(data) <= max_bytes:  # grew while being read: take the rest too
-            data += handle.read(max_bytes + 1 - len(data))
-        return data
+        return read_capped(handle, max_bytes)
 
 
 def read_pi_session(
@@ -567,25 +733,39 @@ def read_pi_session(
     *,
     max_bytes: int = DEFAULT_MAX_PI_SESSION_BYTES,
     max_entries: int = DEFAULT_MAX_PI_SESSION_ENTRIES,
+    min_line_bytes: int = DEFAULT_MIN_PI_LINE_BYTES,
 ) -> PiSession:
-    """Read a session file (a symlink as the file itself is refused). The file is never written."""
+    """Read a session file (a symlink as the file itself is refused). The file is never written.
+
+    The limits are those of :func:`read_pi_session_bytes`.
+    """
     file_path = Path(path)
     return read_pi_session_bytes(
         _read_regular_file(file_path, max_bytes),
         path=str(file_path),
         max_bytes=max_bytes,
         max_entries=max_entries,
+        min_line_bytes=min_line_bytes,
     )
 
 
 def extend_pi_session(
-    session: PiSession, tail: bytes, *, max_entries: int = DEFAULT_MAX_PI_SESSION_ENTRIES
+    session: PiSession,
+    tail: bytes,
+    *,
+    max_entries: int = DEFAULT_MAX_PI_SESSION_ENTRIES,
+    min_line_bytes: int = DEFAULT_MIN_PI_LINE_BYTES,
 ) -> PiSession:
     """The session grown by ``tail``: the bytes of the same file from ``session.end_offset`` onwards.
 
     Only the new complete lines are parsed, so re-reading after an append costs what was appended.
     Ids already in ``session`` count as taken, so a duplicate appended later is still reported.
     """
+    if type(tail) is not bytes:  # the entries keep the bytes: never a buffer the caller may change
+        tail = bytes(tail)
+    _check_density(
+        session.end_line + tail.count(b"\n"), session.end_offset + len(tail), min_line_bytes, session.path
+    )
     # a torn tail reported before is either complete now or reported again by this scan
     earlier = tuple(issue for issue in session.issues if issue.code != "pi-line-partial")
     scan = _Scan(

@@ -23,6 +23,7 @@ from ._reader import (
     PiSession,
     extend_pi_session,
     open_pi_session_file,
+    read_capped,
     read_pi_session_bytes,
 )
 
@@ -56,7 +57,7 @@ def _reload(path: Path, previous: _SessionRead | None) -> _SessionRead:
                 handle.seek(end)
                 return previous._replace(session=extend_pi_session(previous.session, handle.read()))
             handle.seek(0)
-        data = handle.read(DEFAULT_MAX_PI_SESSION_BYTES + 1)
+        data = read_capped(handle, DEFAULT_MAX_PI_SESSION_BYTES)
     session = read_pi_session_bytes(data, path=str(path))
     # a parsed session has a complete header line
     return _SessionRead(session, info.st_dev, info.st_ino, data[: data.index(b"\n") + 1])
@@ -71,27 +72,31 @@ class PiRevisionCache:
     """:func:`pi_session_revision` for a session that grows by appends, paying only for new entries.
 
     The stable JSON of ``{"entries": [...], "leafId": ...}`` is the concatenation of each entry's stable
-    JSON (keys sort ``entries`` before ``leafId``), so each entry is encoded once and reused while the
-    session keeps the same entry objects (``extend_pi_session`` does; a fresh read does not).
+    JSON (keys sort ``entries`` before ``leafId``), so the hash runs over the entries once: a revision
+    finishes a copy of the running sha256 with the leaf. Nothing but the running hash and the entries
+    hashed so far (the session's own objects) is kept, while the session keeps the same entry objects
+    (``extend_pi_session`` does; a fresh read does not).
     """
 
-    __slots__ = ("_encoded", "_entries")
+    __slots__ = ("_entries", "_running")
 
     def __init__(self) -> None:
         self._entries: list[PiEntry] = []
-        self._encoded: list[bytes] = []
+        self._running = hashlib.sha256(b'{"entries":[')
 
     def revision(self, session: PiSession, leaf_id: str | None) -> str:
         known = len(self._entries)
         current = session.entries
         if known > len(current) or any(a is not b for a, b in zip(self._entries, current, strict=False)):
-            self._entries, self._encoded = [], []
+            self._entries, self._running = [], hashlib.sha256(b'{"entries":[')
             known = 0
+        running = self._running
         for entry in current[known:]:
+            if self._entries:
+                running.update(b",")
+            running.update(stable_json(entry.data).encode("utf-8"))
             self._entries.append(entry)
-            self._encoded.append(stable_json(entry.data).encode("utf-8"))
-        digest = hashlib.sha256(b'{"entries":[')
-        digest.update(b",".join(self._encoded))
+        digest = running.copy()
         digest.update(b'],"leafId":' + stable_json(leaf_id).encode("utf-8") + b"}")
         return digest.hexdigest()
 

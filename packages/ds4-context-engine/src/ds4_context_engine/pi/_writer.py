@@ -28,7 +28,7 @@ import msgspec
 from ds4_context_engine._exceptions import PiSessionWriteError
 from ds4_context_engine._files import make_private_directories
 
-from ._reader import PI_SESSION_VERSION, PiEntry, PiSessionHeader, read_pi_session_bytes
+from ._reader import PI_SESSION_VERSION, PiEntry, PiSessionHeader, entry_from_line, read_pi_session_bytes
 
 __all__ = [
     "LEAF",
@@ -266,15 +266,7 @@ def append_pi_entries(
                 raise PiSessionWriteError("pi-entry-fields-invalid", "entry fields are not JSON") from error
             line_number += 1
             written.append(
-                PiEntry(
-                    type=entry_type,
-                    id=entry_id,
-                    parent_id=parent,
-                    timestamp=record["timestamp"],
-                    line=line_number,
-                    offset=offset,
-                    data=record,
-                )
+                entry_from_line(entry_type, entry_id, parent, line=line_number, offset=offset, text=line[:-1])
             )
             lines.append(line)
             offset += len(line)
