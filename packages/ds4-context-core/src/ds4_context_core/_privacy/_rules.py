@@ -97,8 +97,8 @@ def _issued(check: str, token: str) -> bool:
     The body is what follows the prefix (``sk_live_``, ``github_pat_``, ``AIza``, ``hf_``, ``ghp_``).
     ``mixed``: a random body mixes at least two of lower case, upper case and digits (a name or a
     placeholder seldom does, a generated token almost always). ``crc32``: a valid checksum, or else a body
-    that mixes letters and digits (a real token without a digit still carries its checksum). ``digit``:
-    Slack's tokens hold their team and user numbers. ``jwt``: the header is JSON with ``alg``.
+    that holds a digit (a name holds none; a real token without a digit still carries its checksum).
+    ``digit``: Slack's tokens hold their team and user numbers. ``jwt``: the header is JSON with ``alg``.
     """
     if not check:
         return True
@@ -109,7 +109,7 @@ def _issued(check: str, token: str) -> bool:
     prefix = _PREFIX.match(token)  # the pattern matches every string (its last choice is empty)
     body = token[prefix.end() :] if prefix is not None else token
     if check == "crc32":
-        return _crc32_valid(body) or (_DIGIT.search(body) is not None and body.upper() != body.lower())
+        return _crc32_valid(body) or _DIGIT.search(body) is not None
     return _classes(_OTHER.sub("", body)) >= 2
 
 

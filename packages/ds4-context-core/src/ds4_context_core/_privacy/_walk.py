@@ -145,12 +145,13 @@ def _segments(text: str) -> list[tuple[str, int]] | None:
 
 
 class _Counts:
-    __slots__ = ("blocked", "changed", "redactions")
+    __slots__ = ("binary", "blocked", "changed", "redactions")
 
     def __init__(self) -> None:
         self.blocked = 0
         self.redactions = 0
         self.changed = False
+        self.binary = False  # whether binary content was met (a cached message may hold none)
 
 
 def _blocked_placeholder(rank: int) -> str:
@@ -474,6 +475,9 @@ class _Walk:
         self.key_cache: dict[str, tuple[str, int, int]] = {}
         # Whether a key names a secret (its string value is then judged as a secret's literal).
         self.secret_names: dict[str, bool] = {}
+        # For walk_each: the index in ``texts`` where each value's strings start, and each value's counts.
+        self.marks: list[int] = []
+        self.mark_counts: list[_Counts] = []
 
     def text(self, text: str) -> str:
         return _sanitize(text, self.allowed, self.redact, self.counts)
@@ -536,6 +540,8 @@ class _Walk:
         inner = _Walk(self.allowed, self.redact, self.local, True)
         copy = inner.walk_dict(source, in_content, depth)
         inner.finish()
+        if inner.counts.binary:
+            self.counts.binary = True
         if not inner.counts.changed:
             return copy
         counts = self.counts
@@ -661,6 +667,7 @@ class _Walk:
         if kind is list or kind is tuple or isinstance(value, list | tuple):
             return self.walk_list(value, in_content, depth)
         if isinstance(value, _BINARY_TYPES):
+            self.counts.binary = True
             if self.local:
                 return value
             counts = self.counts
@@ -678,16 +685,59 @@ class _Walk:
             f"payload holds a value of unsupported type {type(value).__name__[:40]}",
         )
 
+    def walk_each(self, values: list[Any], in_content: bool, depth: int) -> list[tuple[list[Any], _Counts]]:
+        """Each of ``values`` walked as an item of a list at ``depth``, each with counts of its own.
+
+        Per value: a list holding its sanitized copy (empty when it is a signed block that is dropped)
+        and its counts. Both are complete once :meth:`finish` has run; the walk's own counts stay apart.
+        """
+        walked: list[tuple[list[Any], _Counts]] = []
+        total = self.counts
+        for value in values:
+            counts = _Counts()
+            self.counts = counts
+            self.marks.append(len(self.texts))
+            self.mark_counts.append(counts)
+            walked.append((self.walk_list([value], in_content, depth), counts))
+        self.counts = total
+        return walked
+
     def finish(self) -> None:
         """Screen the remembered content strings in one batch; sanitize and replace the flagged ones."""
         texts = self.texts
         if texts:
             owners = self.owners
             slots = self.slots
+            marks = self.marks
+            total = self.counts
             for index in _flag_strings(texts, self.redact):
+                if marks:  # a string of walk_each: its value's counts
+                    self.counts = self.mark_counts[bisect_right(marks, index) - 1]
                 owners[index][slots[index]] = self.text(texts[index])
+            self.counts = total
         for items in self.dropping:
             items[:] = [item for item in items if item is not _DROPPED]
+
+
+def copy_containers(value: Any) -> Any:
+    """``value`` with each of its dicts and lists copied, the rest shared (a sanitized payload holds no
+    other container): a cached result handed out anew, so that no caller can change another's."""
+    kind = type(value)
+    if kind is dict:
+        copied = value.copy()
+        for key, item in value.items():
+            inner = type(item)
+            if inner is dict or inner is list:
+                copied[key] = copy_containers(item)
+        return copied
+    if kind is list:
+        items = list(value)
+        for index, item in enumerate(items):
+            inner = type(item)
+            if inner is dict or inner is list:
+                items[index] = copy_containers(item)
+        return items
+    return value
 
 
 def sanitize_payload(
