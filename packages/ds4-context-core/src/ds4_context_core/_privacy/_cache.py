@@ -101,15 +101,23 @@ class PrivacyCache:
             self._entries.clear()
             self._bytes = 0
 
-    def _get(self, key: tuple[Any, ...]) -> _Entry | None:
+    def _lookup(self, keys: list[tuple[Any, ...] | None]) -> list[_Entry | None]:
+        """The entry of each key (None for a key that is None or not held), each found one now the most
+        recently used."""
+        found: list[_Entry | None] = []
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return entry
+            entries = self._entries
+            for key in keys:
+                entry = None
+                if key is not None:
+                    entry = entries.get(key)
+                    if entry is None:
+                        self.misses += 1
+                    else:
+                        entries.move_to_end(key)
+                        self.hits += 1
+                found.append(entry)
+        return found
 
     def _put(self, key: tuple[Any, ...], entry: _Entry) -> None:
         if entry.size > self.max_bytes:
@@ -164,15 +172,15 @@ def sanitize_payload_cached(
     misses: list[Any] = []
     sizes: list[int] = []
     for name in lists:
+        values = payload[name]
+        exact = list(map(_key_bytes, values))
+        keys = [None if raw is None else (fingerprint, raw) for raw in exact]
         plan: list[tuple[_Entry | None, tuple[Any, ...] | None, int]] = []
-        for item in payload[name]:
-            exact = _key_bytes(item)
-            key = None if exact is None else (fingerprint, exact)
-            entry = None if key is None else cache._get(key)
+        for item, raw, key, entry in zip(values, exact, keys, cache._lookup(keys), strict=True):
             if entry is None:
                 plan.append((None, key, len(misses)))
                 misses.append(item)
-                sizes.append(0 if exact is None else len(exact))
+                sizes.append(0 if raw is None else len(raw))
             else:
                 plan.append((entry, key, -1))
         plans[name] = plan

@@ -25,6 +25,7 @@ from ds4_context_core._privacy._rules import (
     _BASE64_WHOLE,
     _BLOB_MIN,
     _HIDDEN,
+    _REFERENCE,
     CREDENTIAL_PLACEHOLDER,
     PRIVATE_KEY_PLACEHOLDER,
     SECRET_PLACEHOLDER,
@@ -208,33 +209,13 @@ def _key_text(key: Any) -> str:
 # see (fullwidth or zero-width characters, base64, JSON escapes) is screened by :func:`_wrapped_strings`
 # and :func:`_base64_hits`. The same code runs in both builds: compiled by mypyc, the loop over the
 # candidates is native, and the searches are the same C calls either way.
-# What follows a "=" or ":" that assignment_at always refuses, so the screen does not ask it: nothing,
-# a newline, an opener ("(", "[", "{", "$", "<", "%"), a quoted placeholder or word of up to 39 letters,
-# a bare word of up to 19 letters, a call, subscript or attribute, a name holding "_" or "$", or a name
-# of up to 5 characters. One C-level match, up to the end of the value's string.
-_VALUE_END: Final = r"(?=[ \t\r\n,;)\]}\"'`\\]|\Z)"
-_REFERENCE: Final = re.compile(
-    r">?[ \t]*(?:\Z|[(\[{$<%\n\r]"
-    r"|([\"'`])(?:[${<%]|[A-Za-z]{0,39}\1)"  # a quoted placeholder or word
-    r"|\\\"(?:[${<%]|[A-Za-z]{0,39}\\\")"  # the same in JSON-escaped quotes
-    r"|[A-Za-z]{1,19}"
-    + _VALUE_END  # a word of letters
-    + r"|[A-Za-z_][A-Za-z0-9_$]*(?:[(\[]|\.[A-Za-z0-9_$])"  # a call, subscript or attribute
-    r"|(?=[A-Za-z0-9_$]*[_$])[A-Za-z_][A-Za-z0-9_$]*"
-    + _VALUE_END  # a name with "_" or "$"
-    + r"|[A-Za-z_][A-Za-z0-9_$]{0,4}"
-    + _VALUE_END  # a short name
-    + ")",
-    re.ASCII,
-)
-
-
 # The screen reads an ASCII copy of the joined text as bytes (every other character becomes
 # "?", so positions stay the same; no rule matches outside ASCII once text is normalised), which the
 # regex engine and ``bytes.find`` search at C speed. A rule anchored on a sign or a separator that ends a
 # word (the "=" after "api_key", the "_" after "ghp") is found in the reversed copy, where that character
 # comes first: a pattern that opens with one literal character is searched for with memchr, and only its
-# few matches are tried. Names and "bearer" are matched in a lower-cased copy, as the rules do (ASCII).
+# few matches are tried. Names, token heads and "bearer" are matched in a lower-cased copy (ASCII): names and
+# "bearer" as the rules fold them, heads folded too, which can only add hits.
 _REVERSED_NAME: Final = (
     rb"(?:yek[_-]?(?:ipa|terces|ssecca|etavirp|htua)|nekot|terces|drowssap|dwssap|dwp|s?laitnederc)"
 )
@@ -247,6 +228,7 @@ _REVERSED_HEADS: Final = (
 )
 _FORWARD_HEADS: Final = (b"-----BEGIN ", b"eyJ")
 _AWS_GOOGLE_HEADS: Final = re.compile(rb"A(?:KIA|SIA|Iza)")  # one memchr pass for the three "A" heads
+_MARKER_BYTES: Final = re.compile(_MARKER.pattern.encode("ascii"), _MARKER.flags & ~re.UNICODE)
 
 
 def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[int]:
@@ -254,22 +236,24 @@ def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[i
 
     ``raw`` is ``joined.encode("ascii", "replace")``.
     """
-    hits = [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
     if not redact:
-        return hits
+        return [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
+    hits = [match.start() for match in _MARKER_BYTES.finditer(raw)]  # the same tags, ASCII as they are
     lowered = raw.lower()
+    lowered_backwards = lowered[::-1]
     last = len(raw) - 1
-    for pattern in _REVERSED_SIGNS:
-        for match in pattern.finditer(lowered[::-1]):
-            position = last - match.start()
-            bound = ends[bisect_right(ends, position)]
-            if _REFERENCE.match(joined, position + 1, bound) is None and assignment_at(
-                joined, position, bound
-            ):
-                hits.append(position)
-    backwards = raw[::-1]
-    for pattern in _REVERSED_HEADS:
-        hits.extend(last - match.start() for match in pattern.finditer(backwards))
+    # Each sign after a secret's name, then (in C, by maps) its string's end and whether what follows it
+    # is a reference; only the others are asked of assignment_at.
+    signs = [
+        last - match.start() for pattern in _REVERSED_SIGNS for match in pattern.finditer(lowered_backwards)
+    ]
+    bounds = list(map(ends.__getitem__, map(bisect_right, repeat(ends), signs)))
+    references = map(_REFERENCE.match, repeat(joined), map(operator.add, signs, repeat(1)), bounds)
+    for position, bound in compress(zip(signs, bounds, strict=True), map(operator.not_, references)):
+        if assignment_at(joined, position, bound):
+            hits.append(position)
+    for pattern in _REVERSED_HEADS:  # lower-cased too: an upper-case head is one more hit, never one less
+        hits.extend(last - match.start() for match in pattern.finditer(lowered_backwards))
     for head in _FORWARD_HEADS:
         position = raw.find(head)
         while position >= 0:
