@@ -214,8 +214,7 @@ def _key_text(key: Any) -> str:
 # regex engine and ``bytes.find`` search at C speed. A rule anchored on a sign or a separator that ends a
 # word (the "=" after "api_key", the "_" after "ghp") is found in the reversed copy, where that character
 # comes first: a pattern that opens with one literal character is searched for with memchr, and only its
-# few matches are tried. Names, token heads and "bearer" are matched in a lower-cased copy (ASCII): names and
-# "bearer" as the rules fold them, heads folded too, which can only add hits.
+# few matches are tried. Names and "bearer" are matched in a lower-cased copy, as the rules do (ASCII).
 _REVERSED_NAME: Final = (
     rb"(?:yek[_-]?(?:ipa|terces|ssecca|etavirp|htua)|nekot|terces|drowssap|dwssap|dwp|s?laitnederc)"
 )
@@ -252,8 +251,9 @@ def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[i
     for position, bound in compress(zip(signs, bounds, strict=True), map(operator.not_, references)):
         if assignment_at(joined, position, bound):
             hits.append(position)
-    for pattern in _REVERSED_HEADS:  # lower-cased too: an upper-case head is one more hit, never one less
-        hits.extend(last - match.start() for match in pattern.finditer(lowered_backwards))
+    backwards = raw[::-1]  # heads as they are: folded, "TASK-1" would hold "sk-"
+    for pattern in _REVERSED_HEADS:
+        hits.extend(last - match.start() for match in pattern.finditer(backwards))
     for head in _FORWARD_HEADS:
         position = raw.find(head)
         while position >= 0:
