@@ -5,10 +5,11 @@ even loaded. ``HATCH_BUILD_HOOK_ENABLE_CUSTOM=true`` turns it on for a wheel bui
 build frontend for this hook's ``dependencies`` (``pyproject.toml``: mypy, setuptools and core's own
 runtime dependencies, which mypy needs to type-check), so an isolated build installs them by itself.
 
-Two groups of modules are compiled (:data:`COMPILED`): the privacy hot path (``_privacy/_walk.py``) and the
-planner's history index and budget. The whole package source is copied to a temporary
-directory for mypy to type-check; nothing is written into the source tree. Each group becomes one
-extension module plus its shared library, both inside the package (no top-level module in the wheel),
+Two groups of modules are compiled (:data:`COMPILED`): the privacy hot path (``_privacy/_walk.py`` and
+its secret rules, ``_privacy/_rules.py``) and the planner's history index and budget. The whole package
+source is copied to a temporary directory for mypy to type-check; nothing is written into the source
+tree. Each group becomes one extension module plus its shared library, both inside the package (no
+top-level module in the wheel),
 added next to the unchanged ``.py`` sources: Python imports an extension module before a source file of
 the same name. The wheel is tagged for the building interpreter and platform, such as
 ``cp311-cp311-linux_x86_64``; the release retags it manylinux once auditwheel has verified it
@@ -35,7 +36,7 @@ PACKAGE = "ds4_context_core"
 # of giving the fallback plan the planner promises. Its Protocol classes (``_planner/_pruning.py``) stay
 # interpreted too: mypyc cannot compile a runtime-checkable Protocol.
 COMPILED = {
-    "_privacy._walk": ("_privacy/_walk.py",),
+    "_privacy._walk": ("_privacy/_walk.py", "_privacy/_rules.py"),
     "_planner._native": ("_planner/_index.py", "_planner/_budget.py"),
 }
 SETUP = """\

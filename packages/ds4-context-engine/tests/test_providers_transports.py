@@ -842,6 +842,30 @@ def test_a_transport_send_enforces_privacy_exactly_once(monkeypatch):
     assert SECRET not in body
 
 
+def test_a_transport_screens_only_new_messages_and_sends_what_a_fresh_one_would(monkeypatch):
+    history = (
+        *_secret_conversation(),
+        message(2, "assistant", TextBlock(text="done [ds4:sensitive]the NAS list[/ds4:sensitive]")),
+        message(3, "user", TextBlock(text="now run the tests")),
+    )
+    calls = _counting_privacy(monkeypatch)
+    with ScriptedServer() as server:
+        server.on("POST", "/v1/chat/completions", Reply(body=OPENAI_CHAT_ANSWER))
+        reused = _chat(server)
+        results = [_complete(reused, _request(messages=history[:size])) for size in (2, 3, 3)]
+        fresh = [_complete(_chat(server), _request(messages=history[:size])) for size in (2, 3, 3)]
+        bodies = [request.body for request in server.requests]
+    assert calls == ["openai"] * 6
+    assert bodies[:3] == bodies[3:]
+    assert [result.privacy for result in results] == [result.privacy for result in fresh]
+    assert results[2].privacy.secret_redactions == 1
+    assert results[2].privacy.blocked_blocks == 1
+    assert SECRET not in b"".join(bodies).decode()
+    cache = reused._privacy_cache
+    # The first call screens 2 messages, the second only the new one, the third none.
+    assert (cache.hits, cache.misses) == (2 + 3, 2 + 1)
+
+
 def test_an_adapter_send_over_a_transport_enforces_privacy_exactly_once(monkeypatch):
     calls = _counting_privacy(monkeypatch)
 

@@ -31,6 +31,7 @@ import msgspec
 from ds4_context_core._exceptions import PrivacyEnforcementError, PrivacyPolicyError
 from ds4_context_core._history._stable_json import stable_hash
 
+from ._cache import PrivacyCache, sanitize_payload_cached
 from ._rules import redact_text
 from ._walk import (
     _BINARY_PLACEHOLDER,
@@ -59,6 +60,7 @@ __all__ = [
     "PRIVACY_PLACEHOLDERS",
     "PRIVACY_POLICY_VERSION_PREFIX",
     "PRIVACY_STRUCTURAL_KEYS",
+    "PrivacyCache",
     "PrivacyClassification",
     "PrivacyDestination",
     "PrivacyPolicy",
@@ -219,12 +221,14 @@ def sanitize_text(
 
 
 def enforce_payload_privacy(
-    payload: Any, *, provider: str, policy: PrivacyPolicy | None = None
+    payload: Any, *, provider: str, policy: PrivacyPolicy | None = None, cache: PrivacyCache | None = None
 ) -> PrivacyResult:
     """Sanitize a provider payload for ``provider``; raise :class:`PrivacyEnforcementError` on any failure.
 
     Strings under content keys (and any string holding a marker) are sanitized; structural keys are kept.
-    With the policy disabled the payload is returned as given. The input is never modified.
+    With the policy disabled the payload is returned as given. The input is never modified. With a
+    ``cache``, each message (item of a top-level content list) sanitized before under the same
+    destination and policy is taken from it: the result is the same, only faster.
     """
     active = policy or _DEFAULT_POLICY
     try:
@@ -240,12 +244,16 @@ def enforce_payload_privacy(
                 blocked_blocks=0,
                 secret_redactions=0,
             )
-        sanitized, changed, blocked, redactions = sanitize_payload(
-            payload,
-            _allowed_ranks(destination, active),
-            destination == "remote" and active.redact_secrets,
-            destination == "local",
-        )
+        allowed = _allowed_ranks(destination, active)
+        redact = destination == "remote" and active.redact_secrets
+        if cache is None:
+            sanitized, changed, blocked, redactions = sanitize_payload(
+                payload, allowed, redact, destination == "local"
+            )
+        else:
+            sanitized, changed, blocked, redactions = sanitize_payload_cached(
+                payload, allowed, redact, destination == "local", cache
+            )
     except PrivacyEnforcementError:
         raise
     except Exception as error:

@@ -65,6 +65,10 @@ _TOKEN_FAMILIES: Final = (
 )
 _TOKENS: Final = tuple((gates, re.compile(pattern)) for gates, pattern, _check in _TOKEN_FAMILIES)
 _TOKEN_CHECKS: Final = tuple(check for _gates, _pattern, check in _TOKEN_FAMILIES)
+_TOKEN_GATES: Final = tuple(
+    (gate, family) for family, (gates, _pattern, _check) in enumerate(_TOKEN_FAMILIES) for gate in gates
+)
+_ALL_FAMILIES: Final = frozenset(range(len(_TOKEN_FAMILIES)))
 # GitHub's and npm's tokens end in the CRC32 of the 30 random characters before it, 6 base62 digits.
 _BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _BASE62_VALUE: Final = {char: value for value, char in enumerate(_BASE62)}
@@ -97,8 +101,8 @@ def _issued(check: str, token: str) -> bool:
     The body is what follows the prefix (``sk_live_``, ``github_pat_``, ``AIza``, ``hf_``, ``ghp_``).
     ``mixed``: a random body mixes at least two of lower case, upper case and digits (a name or a
     placeholder seldom does, a generated token almost always). ``crc32``: a valid checksum, or else a body
-    that mixes letters and digits (a real token without a digit still carries its checksum). ``digit``:
-    Slack's tokens hold their team and user numbers. ``jwt``: the header is JSON with ``alg``.
+    that holds a digit (a name holds none; a real token without a digit still carries its checksum).
+    ``digit``: Slack's tokens hold their team and user numbers. ``jwt``: the header is JSON with ``alg``.
     """
     if not check:
         return True
@@ -109,7 +113,7 @@ def _issued(check: str, token: str) -> bool:
     prefix = _PREFIX.match(token)  # the pattern matches every string (its last choice is empty)
     body = token[prefix.end() :] if prefix is not None else token
     if check == "crc32":
-        return _crc32_valid(body) or (_DIGIT.search(body) is not None and body.upper() != body.lower())
+        return _crc32_valid(body) or _DIGIT.search(body) is not None
     return _classes(_OTHER.sub("", body)) >= 2
 
 
@@ -297,8 +301,33 @@ def assignment_at(text: str, here: int, endpos: int) -> tuple[int, int, str] | N
     return None if replacement is None else (value.start(1), value.end(1), replacement)
 
 
-def _assignments(text: str) -> list[tuple[int, int, str]]:
-    """``(start, end, replacement)`` of every secret value assigned to a secret's name in ``text``."""
+# What follows a "=" or ":" that assignment_at always refuses, so the screen does not ask it: nothing,
+# a newline, an opener ("(", "[", "{", "$", "<", "%"), a quoted placeholder or word of up to 39 letters,
+# a bare word of up to 19 letters, a call, subscript or attribute, a name holding "_" or "$", or a name
+# of up to 5 characters. One C-level match, up to the end of the value's string.
+_VALUE_END: Final = r"(?=[ \t\r\n,;)\]}\"'`\\]|\Z)"
+_REFERENCE: Final = re.compile(
+    r">?[ \t]*(?:\Z|[(\[{$<%\n\r]"
+    r"|([\"'`])(?:[${<%]|[A-Za-z]{0,39}\1)"  # a quoted placeholder or word
+    r"|\\\"(?:[${<%]|[A-Za-z]{0,39}\\\")"  # the same in JSON-escaped quotes
+    r"|[A-Za-z]{1,19}"
+    + _VALUE_END  # a word of letters
+    + r"|[A-Za-z_][A-Za-z0-9_$]*(?:[(\[]|\.[A-Za-z0-9_$])"  # a call, subscript or attribute
+    r"|(?=[A-Za-z0-9_$]*[_$])[A-Za-z_][A-Za-z0-9_$]*"
+    + _VALUE_END  # a name with "_" or "$"
+    + r"|[A-Za-z_][A-Za-z0-9_$]{0,4}"
+    + _VALUE_END  # a short name
+    + ")",
+    re.ASCII,
+)
+
+
+def _assignments(text: str, gated: bool) -> list[tuple[int, int, str]]:
+    """``(start, end, replacement)`` of every secret value assigned to a secret's name in ``text``.
+
+    ``gated``: a sign followed by what :data:`_REFERENCE` matches is passed over without asking
+    :func:`assignment_at` (which would refuse it).
+    """
     spans: list[tuple[int, int, str]] = []
     size = len(text)
     for sign in "=:":
@@ -306,7 +335,9 @@ def _assignments(text: str) -> list[tuple[int, int, str]]:
         while position >= 0:
             # The common case, a sign right after a character no secret word ends with, costs one look.
             before = text[position - 1] if position else ""
-            if before in _WORD_LAST_LETTERS or before in _GAP_CHARACTERS:
+            if (before in _WORD_LAST_LETTERS or before in _GAP_CHARACTERS) and (
+                not gated or _REFERENCE.match(text, position + 1, size) is None
+            ):
                 span = assignment_at(text, position, size)
                 if span is not None:
                     spans.append(span)
@@ -422,15 +453,18 @@ def _plain_rules(text: str, gated: bool) -> tuple[str, int]:
     if not gated or "://" in text:
         text, found = _splice(text, _credential_urls(text))
         total += found
-    for (gates, pattern), replace in zip(_TOKENS, _TOKEN_REPLACE, strict=True):
-        if not gated or any(gate in text for gate in gates):
-            text, found = _changed(pattern, replace, text)
-            total += found
+    # Which families' prefixes the text holds, in one pass over the prefixes (a replacement never makes one).
+    present = {family for gate, family in _TOKEN_GATES if gate in text} if gated else _ALL_FAMILIES
+    if present:
+        for family, ((_gates, pattern), replace) in enumerate(zip(_TOKENS, _TOKEN_REPLACE, strict=True)):
+            if family in present:
+                text, found = _changed(pattern, replace, text)
+                total += found
     if not gated or "bearer" in text.lower():
         text, found = _changed(_BEARER, _bearer, text)
         total += found
     if not gated or (("=" in text or ":" in text) and has_key_word(text.lower())):
-        text, found = _splice(text, _assignments(text))
+        text, found = _splice(text, _assignments(text, gated))
         total += found
     return text, total
 

@@ -25,6 +25,7 @@ from ds4_context_core._privacy._rules import (
     _BASE64_WHOLE,
     _BLOB_MIN,
     _HIDDEN,
+    _REFERENCE,
     CREDENTIAL_PLACEHOLDER,
     PRIVATE_KEY_PLACEHOLDER,
     SECRET_PLACEHOLDER,
@@ -145,12 +146,13 @@ def _segments(text: str) -> list[tuple[str, int]] | None:
 
 
 class _Counts:
-    __slots__ = ("blocked", "changed", "redactions")
+    __slots__ = ("binary", "blocked", "changed", "redactions")
 
     def __init__(self) -> None:
         self.blocked = 0
         self.redactions = 0
         self.changed = False
+        self.binary = False  # whether binary content was met (a cached message may hold none)
 
 
 def _blocked_placeholder(rank: int) -> str:
@@ -207,27 +209,6 @@ def _key_text(key: Any) -> str:
 # see (fullwidth or zero-width characters, base64, JSON escapes) is screened by :func:`_wrapped_strings`
 # and :func:`_base64_hits`. The same code runs in both builds: compiled by mypyc, the loop over the
 # candidates is native, and the searches are the same C calls either way.
-# What follows a "=" or ":" that assignment_at always refuses, so the screen does not ask it: nothing,
-# a newline, an opener ("(", "[", "{", "$", "<", "%"), a quoted placeholder or word of up to 39 letters,
-# a bare word of up to 19 letters, a call, subscript or attribute, a name holding "_" or "$", or a name
-# of up to 5 characters. One C-level match, up to the end of the value's string.
-_VALUE_END: Final = r"(?=[ \t\r\n,;)\]}\"'`\\]|\Z)"
-_REFERENCE: Final = re.compile(
-    r">?[ \t]*(?:\Z|[(\[{$<%\n\r]"
-    r"|([\"'`])(?:[${<%]|[A-Za-z]{0,39}\1)"  # a quoted placeholder or word
-    r"|\\\"(?:[${<%]|[A-Za-z]{0,39}\\\")"  # the same in JSON-escaped quotes
-    r"|[A-Za-z]{1,19}"
-    + _VALUE_END  # a word of letters
-    + r"|[A-Za-z_][A-Za-z0-9_$]*(?:[(\[]|\.[A-Za-z0-9_$])"  # a call, subscript or attribute
-    r"|(?=[A-Za-z0-9_$]*[_$])[A-Za-z_][A-Za-z0-9_$]*"
-    + _VALUE_END  # a name with "_" or "$"
-    + r"|[A-Za-z_][A-Za-z0-9_$]{0,4}"
-    + _VALUE_END  # a short name
-    + ")",
-    re.ASCII,
-)
-
-
 # The screen reads an ASCII copy of the joined text as bytes (every other character becomes
 # "?", so positions stay the same; no rule matches outside ASCII once text is normalised), which the
 # regex engine and ``bytes.find`` search at C speed. A rule anchored on a sign or a separator that ends a
@@ -246,6 +227,12 @@ _REVERSED_HEADS: Final = (
 )
 _FORWARD_HEADS: Final = (b"-----BEGIN ", b"eyJ")
 _AWS_GOOGLE_HEADS: Final = re.compile(rb"A(?:KIA|SIA|Iza)")  # one memchr pass for the three "A" heads
+# Literal needles the regex engine finds faster than ``bytes.find`` here: it scans for their rare first
+# byte, where ``bytes.find`` skips by their last one ("u", "/", "r": common in code).
+_URL_SEPARATOR: Final = re.compile(rb"://")
+_BEARER_WORD: Final = re.compile(rb"bearer")
+_ESCAPE_HEAD: Final = re.compile(rb"\\u")
+_MARKER_BYTES: Final = re.compile(_MARKER.pattern.encode("ascii"), _MARKER.flags & ~re.UNICODE)
 
 
 def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[int]:
@@ -253,20 +240,23 @@ def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[i
 
     ``raw`` is ``joined.encode("ascii", "replace")``.
     """
-    hits = [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
     if not redact:
-        return hits
+        return [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
+    hits = [match.start() for match in _MARKER_BYTES.finditer(raw)]  # the same tags, ASCII as they are
     lowered = raw.lower()
+    lowered_backwards = lowered[::-1]
     last = len(raw) - 1
-    for pattern in _REVERSED_SIGNS:
-        for match in pattern.finditer(lowered[::-1]):
-            position = last - match.start()
-            bound = ends[bisect_right(ends, position)]
-            if _REFERENCE.match(joined, position + 1, bound) is None and assignment_at(
-                joined, position, bound
-            ):
-                hits.append(position)
-    backwards = raw[::-1]
+    # Each sign after a secret's name, then (in C, by maps) its string's end and whether what follows it
+    # is a reference; only the others are asked of assignment_at.
+    signs = [
+        last - match.start() for pattern in _REVERSED_SIGNS for match in pattern.finditer(lowered_backwards)
+    ]
+    bounds = list(map(ends.__getitem__, map(bisect_right, repeat(ends), signs)))
+    references = map(_REFERENCE.match, repeat(joined), map(operator.add, signs, repeat(1)), bounds)
+    for position, bound in compress(zip(signs, bounds, strict=True), map(operator.not_, references)):
+        if assignment_at(joined, position, bound):
+            hits.append(position)
+    backwards = raw[::-1]  # heads as they are: folded, "TASK-1" would hold "sk-"
     for pattern in _REVERSED_HEADS:
         hits.extend(last - match.start() for match in pattern.finditer(backwards))
     for head in _FORWARD_HEADS:
@@ -275,16 +265,14 @@ def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[i
             hits.append(position)
             position = raw.find(head, position + 1)
     hits.extend(match.start() for match in _AWS_GOOGLE_HEADS.finditer(raw))
-    position = raw.find(b"://")
-    while position >= 0:
+    for match in _URL_SEPARATOR.finditer(raw):
+        position = match.start()
         if credential_url_at(joined, position, ends[bisect_right(ends, position)]) is not None:
             hits.append(position)
-        position = raw.find(b"://", position + 3)
-    position = lowered.find(b"bearer")
-    while position >= 0:
+    for match in _BEARER_WORD.finditer(lowered):  # "bearer" cannot overlap itself: none is skipped
+        position = match.start()
         if bearer_at(joined, position, ends[bisect_right(ends, position)]):
             hits.append(position)
-        position = lowered.find(b"bearer", position + 1)
     return hits
 
 
@@ -296,10 +284,8 @@ def _wrapped_strings(texts: list[str], joined: str, raw: bytes, ends: list[int])
     if not joined.isascii():  # str.isascii is a flag CPython keeps: no scan
         others = compress(range(len(texts)), map(operator.not_, map(str.isascii, texts)))
         found.update(index for index in others if _HIDDEN.search(texts[index]) is not None)
-    position = raw.find(b"\\u")
-    while position >= 0:  # one that spans two strings flags the first needlessly
-        found.add(bisect_right(ends, position))
-        position = raw.find(b"\\u", position + 2)
+    # One that spans two strings flags the first needlessly.
+    found.update(map(bisect_right, repeat(ends), [match.start() for match in _ESCAPE_HEAD.finditer(raw)]))
     stripped = list(map(str.strip, texts))  # the same object where nothing is stripped
     opens = map(str.startswith, stripped, repeat(("{", "[")))
     found.update(index for index in compress(range(len(texts)), opens) if is_json_text(stripped[index]))
@@ -474,6 +460,9 @@ class _Walk:
         self.key_cache: dict[str, tuple[str, int, int]] = {}
         # Whether a key names a secret (its string value is then judged as a secret's literal).
         self.secret_names: dict[str, bool] = {}
+        # For walk_each: the index in ``texts`` where each value's strings start, and each value's counts.
+        self.marks: list[int] = []
+        self.mark_counts: list[_Counts] = []
 
     def text(self, text: str) -> str:
         return _sanitize(text, self.allowed, self.redact, self.counts)
@@ -536,6 +525,8 @@ class _Walk:
         inner = _Walk(self.allowed, self.redact, self.local, True)
         copy = inner.walk_dict(source, in_content, depth)
         inner.finish()
+        if inner.counts.binary:
+            self.counts.binary = True
         if not inner.counts.changed:
             return copy
         counts = self.counts
@@ -661,6 +652,7 @@ class _Walk:
         if kind is list or kind is tuple or isinstance(value, list | tuple):
             return self.walk_list(value, in_content, depth)
         if isinstance(value, _BINARY_TYPES):
+            self.counts.binary = True
             if self.local:
                 return value
             counts = self.counts
@@ -678,16 +670,59 @@ class _Walk:
             f"payload holds a value of unsupported type {type(value).__name__[:40]}",
         )
 
+    def walk_each(self, values: list[Any], in_content: bool, depth: int) -> list[tuple[list[Any], _Counts]]:
+        """Each of ``values`` walked as an item of a list at ``depth``, each with counts of its own.
+
+        Per value: a list holding its sanitized copy (empty when it is a signed block that is dropped)
+        and its counts. Both are complete once :meth:`finish` has run; the walk's own counts stay apart.
+        """
+        walked: list[tuple[list[Any], _Counts]] = []
+        total = self.counts
+        for value in values:
+            counts = _Counts()
+            self.counts = counts
+            self.marks.append(len(self.texts))
+            self.mark_counts.append(counts)
+            walked.append((self.walk_list([value], in_content, depth), counts))
+        self.counts = total
+        return walked
+
     def finish(self) -> None:
         """Screen the remembered content strings in one batch; sanitize and replace the flagged ones."""
         texts = self.texts
         if texts:
             owners = self.owners
             slots = self.slots
+            marks = self.marks
+            total = self.counts
             for index in _flag_strings(texts, self.redact):
+                if marks:  # a string of walk_each: its value's counts
+                    self.counts = self.mark_counts[bisect_right(marks, index) - 1]
                 owners[index][slots[index]] = self.text(texts[index])
+            self.counts = total
         for items in self.dropping:
             items[:] = [item for item in items if item is not _DROPPED]
+
+
+def copy_containers(value: Any) -> Any:
+    """``value`` with each of its dicts and lists copied, the rest shared (a sanitized payload holds no
+    other container): a cached result handed out anew, so that no caller can change another's."""
+    kind = type(value)
+    if kind is dict:
+        copied = value.copy()
+        for key, item in value.items():
+            inner = type(item)
+            if inner is dict or inner is list:
+                copied[key] = copy_containers(item)
+        return copied
+    if kind is list:
+        items = list(value)
+        for index, item in enumerate(items):
+            inner = type(item)
+            if inner is dict or inner is list:
+                items[index] = copy_containers(item)
+        return items
+    return value
 
 
 def sanitize_payload(

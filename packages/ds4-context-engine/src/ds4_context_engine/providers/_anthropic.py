@@ -17,7 +17,7 @@ from ds4_context_core.adapter import (
     InteropFormat,
     MessageConverter,
 )
-from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy
+from ds4_context_core.privacy import PrivacyPolicy
 
 from ._sse import SseEvent
 from ._streaming import StreamAssembler, StreamEvent, TextDelta, ToolCallDelta, stream_error
@@ -325,7 +325,7 @@ class AnthropicMessagesTransport(HttpTransport):
         except Exception as error:
             return fallback("token-count-request-invalid", type(error).__name__)
         try:
-            sanitized = enforce_payload_privacy(payload, provider=self.provider, policy=self._privacy_policy)
+            sanitized = self._enforce_privacy(payload)
         except Exception as error:
             return fallback("token-count-privacy-failed", type(error).__name__)
         prepared = self._prepare(sanitized.payload)

@@ -34,7 +34,13 @@ from ds4_context_core.adapter import (
     completion_fallback,
     validate_completion_request,
 )
-from ds4_context_core.privacy import PrivacyPolicy, enforce_payload_privacy, mark_local_only_messages
+from ds4_context_core.privacy import (
+    PrivacyCache,
+    PrivacyPolicy,
+    PrivacyResult,
+    enforce_payload_privacy,
+    mark_local_only_messages,
+)
 from ds4_context_engine._exceptions import ProviderResponseError, ProviderTransportError
 
 from ._bounded import ACCEPT_ENCODING, BodyTooLargeError, UndecodableBodyError, iter_bounded, read_bounded
@@ -133,6 +139,8 @@ class HttpTransport:
         self._owned_client: RunVar[httpx.AsyncClient | None] = RunVar(f"ds4-http-client-{id(self)}")
         self._timeout_s = float(timeout_s)
         self._privacy_policy = privacy_policy
+        # Each call sends the whole history again: messages this transport sanitized before are reused.
+        self._privacy_cache = PrivacyCache()
         self._on_usage = on_usage
         self._extra_headers = dict(extra_headers or {})
 
@@ -175,6 +183,16 @@ class HttpTransport:
         # Flags do not survive into provider formats: local-only content becomes a marked span first.
         marked = msgspec.structs.replace(request, messages=mark_local_only_messages(request.messages))
         return self.build_payload(marked)
+
+    def _enforce_privacy(self, payload: dict[str, Any]) -> PrivacyResult:
+        """``payload`` sanitized for this provider (raises :class:`PrivacyEnforcementError`: send nothing).
+
+        Messages sanitized by an earlier call of this transport under the same policy come from its
+        privacy cache; the result is the same as without it.
+        """
+        return enforce_payload_privacy(
+            payload, provider=self.provider, policy=self._privacy_policy, cache=self._privacy_cache
+        )
 
     def _report_usage(self, request: CompletionRequest, usage: CompletionUsage | None) -> None:
         if usage is None or self._on_usage is None:
@@ -223,7 +241,7 @@ class HttpTransport:
             )
             return _fallback("invalid-request", failure, started)
         try:
-            sanitized = enforce_payload_privacy(payload, provider=self.provider, policy=self._privacy_policy)
+            sanitized = self._enforce_privacy(payload)
         except Exception as error:
             name = error.code if isinstance(error, PrivacyEnforcementError) else type(error).__name__
             failure = CompletionFailure(
