@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -89,6 +90,8 @@ _CLEARED_TABLES: Final = (
     "calibration_sources",
     "summaries",
 )
+# what a session's rows are deleted from before its row, children first
+_SESSION_BULK_TABLES: Final = ("entries_fts", "session_words", "entries")
 # SQLSTATE classes: 08 connection exception, 57P0x the server shutting down or restarting
 _CONNECTION_STATES: Final = ("08", "57P01", "57P02", "57P03")
 _AUTH_STATES: Final = ("28000", "28P01")
@@ -199,11 +202,17 @@ def _apply_migrations(connection: psycopg.Connection[Any], display: str) -> list
             try:
                 with connection.transaction():
                     connection.execute(migration.sql)
-            except (pg.errors.DuplicateTable, pg.errors.DuplicateObject) as error:
+            except (
+                pg.errors.DuplicateTable,
+                pg.errors.DuplicateObject,
+                pg.errors.DuplicateColumn,
+                pg.errors.UndefinedObject,
+            ) as error:
                 raise DerivedStoreError(
                     "derived-store-migration-incomplete",
                     f"{display}: migration {migration.version} ({migration.name}) is not recorded but "
-                    "some of its tables exist (a half-applied migration); the database was left as it is",
+                    "some of its changes are there (a half-applied migration); the database was left as "
+                    "it is",
                 ) from error
             connection.execute(
                 "INSERT INTO schema_migrations VALUES (%s, %s, %s, %s)",
@@ -248,7 +257,9 @@ class PostgresDerivedStore:
         """Run ``operation`` on a pooled connection; a lost connection is replaced and the call retried once.
 
         Every operation is one transaction, so a retry after a dropped connection repeats nothing that
-        committed, except when the connection dropped between the commit and its answer.
+        committed. When the connection dropped between the commit and its answer, the retry finds the
+        work done: an index batch finds the session's cursor moved on, a manifest or calibration sample
+        its own write id, and every other write is an upsert.
         """
         pg, pg_pool = _psycopg()
         if self._closed:
@@ -421,7 +432,10 @@ class PostgresDerivedStore:
         cursor = batch.cursor
         session_id = cursor.session_id
         if batch.mode == "full":
-            # cascades to entries, their words, pins, memory items and artifact references
+            # the bulk tables by session id (they have no foreign key since migration 4); deleting the
+            # session row cascades to its pins, memory items and artifact references
+            for table in _SESSION_BULK_TABLES:
+                connection.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))  # noqa: S608
             connection.execute("DELETE FROM sessions WHERE session_id = %s", (session_id,))
             connection.execute(
                 "INSERT INTO sessions VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0)",
@@ -651,19 +665,14 @@ class PostgresDerivedStore:
     def record_manifest(self, session_id: str, body: str, *, leaf_id: str | None = None) -> int:
         """Store a plan manifest (JSON text) and keep only the newest ``MANIFEST_RETENTION`` per session."""
 
+        parameters = {
+            "session": session_id, "leaf": leaf_id, "now": _now(), "body": body,
+            "write": uuid.uuid4().hex, "keep": MANIFEST_RETENTION - 1,
+        }  # fmt: skip
+
         def run(connection: psycopg.Connection[Any]) -> int:
-            with connection.transaction():
-                row = connection.execute(
-                    "INSERT INTO manifests (session_id, leaf_id, created_at, body) VALUES (%s, %s, %s, %s) "
-                    "RETURNING id",
-                    (session_id, leaf_id, _now(), body),
-                ).fetchone()
-                connection.execute(
-                    "DELETE FROM manifests WHERE session_id = %s AND id <= (SELECT id FROM manifests "
-                    "WHERE session_id = %s ORDER BY id DESC OFFSET %s LIMIT 1)",
-                    (session_id, session_id, MANIFEST_RETENTION),
-                )
-                return int(row[0]) if row else 0
+            row = connection.execute(_RECORD_MANIFEST, parameters).fetchone()
+            return int(row[0]) if row else 0
 
         return self._run(run)
 
@@ -781,8 +790,14 @@ class PostgresDerivedStore:
         if estimated <= 0 or actual <= 0:
             raise DerivedStoreError("calibration-sample-invalid", "token counts must be positive integers")
 
+        write_id = uuid.uuid4().hex  # one per call: a retry of this call finds the row it wrote
+
         def run(connection: psycopg.Connection[Any]) -> bool:
             with connection.transaction():
+                if connection.execute(
+                    "SELECT 1 FROM calibration_samples WHERE write_id = %s", (write_id,)
+                ).fetchone():
+                    return True  # its first attempt committed, then the connection dropped
                 if source is not None:
                     added = connection.execute(
                         "INSERT INTO calibration_sources (profile, source) VALUES (%s, %s) "
@@ -797,9 +812,9 @@ class PostgresDerivedStore:
                         (profile, profile, CALIBRATION_SOURCE_RETENTION),
                     )
                 connection.execute(
-                    "INSERT INTO calibration_samples (profile, estimated, actual, created_at) "
-                    "VALUES (%s, %s, %s, %s)",
-                    (profile, estimated, actual, _now()),
+                    "INSERT INTO calibration_samples (profile, estimated, actual, created_at, write_id) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    (profile, estimated, actual, _now(), write_id),
                 )
                 connection.execute(
                     "DELETE FROM calibration_samples WHERE profile = %s AND id <= (SELECT id FROM "
@@ -908,6 +923,23 @@ SELECT s.entry_key, s.rank, m.body FROM scored s JOIN candidates m USING (entry_
 ORDER BY s.rank, s.entry_key LIMIT %(limit)s
 """
 
+# One statement, so one round trip and one transaction: the insert, the trim to the newest
+# MANIFEST_RETENTION (the new row is not visible to the delete, so it keeps one fewer of the others),
+# and the id. ``write`` is unique per call: a retry after a lost answer inserts nothing, trims nothing
+# and reads the id its first attempt stored.
+_RECORD_MANIFEST: Final = """
+WITH added AS (
+    INSERT INTO manifests (session_id, leaf_id, created_at, body, write_id)
+    VALUES (%(session)s, %(leaf)s, %(now)s, %(body)s, %(write)s)
+    ON CONFLICT (write_id) DO NOTHING RETURNING id
+), trimmed AS (
+    DELETE FROM manifests WHERE session_id = %(session)s AND EXISTS (SELECT FROM added) AND id <= (
+        SELECT id FROM manifests WHERE session_id = %(session)s ORDER BY id DESC OFFSET %(keep)s LIMIT 1
+    )
+)
+SELECT id FROM added UNION ALL SELECT id FROM manifests WHERE write_id = %(write)s
+"""
+
 _STORAGE_QUERY: Final = """
 SELECT
     (SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -961,6 +993,9 @@ def open_postgres_store(
 
     def configure(connection: psycopg.Connection[Any]) -> None:
         connection.execute(f"SET search_path TO {PG_SCHEMA}")
+        # the store is derived and disposable: a commit need not wait for the WAL flush (a server crash
+        # may lose the last moments of writes, never consistency), as SQLite's WAL with synchronous=NORMAL
+        connection.execute("SET synchronous_commit TO off")
 
     pool = pg_pool.ConnectionPool(
         location.conninfo,
