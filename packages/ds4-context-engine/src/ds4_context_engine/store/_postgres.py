@@ -16,7 +16,7 @@ import os
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
@@ -164,9 +164,34 @@ def _identify_schema(connection: psycopg.Connection[Any], display: str) -> Liter
     return "empty"
 
 
+# (PG_SCHEMA is a constant of this module, never input)
+_CURRENT_SCHEMA_QUERY: Final = (
+    f"SELECT obj_description('{PG_SCHEMA}'::regnamespace, 'pg_namespace'), version, checksum "  # noqa: S608
+    f"FROM {PG_SCHEMA}.schema_migrations"
+)
+
+
+def _schema_is_current(connection: psycopg.Connection[Any]) -> bool:
+    """Whether the store is ours and at the newest schema already: one read, no lock, no transaction.
+
+    What a host finds on every start but the first, so a fleet's processes starting together do not
+    queue on the migration lock. Anything else (absent, older, newer, foreign, tampered) goes the
+    locked way of :func:`_apply_migrations`, which decides and names it.
+    """
+    pg, _ = _psycopg()
+    try:
+        rows = connection.execute(_CURRENT_SCHEMA_QUERY).fetchall()
+    except (pg.errors.InvalidSchemaName, pg.errors.UndefinedTable):
+        return False
+    expected = {migration.version: migration.checksum for migration in PG_MIGRATIONS}
+    return all(row[0] == PG_SCHEMA_COMMENT for row in rows) and {row[1]: row[2] for row in rows} == expected
+
+
 def _apply_migrations(connection: psycopg.Connection[Any], display: str) -> list[str]:
     """Bring the store to the newest schema under an advisory lock; returns the recovery events."""
     pg, _ = _psycopg()
+    if _schema_is_current(connection):
+        return []
     with connection.transaction():
         # one host migrates at a time; the others wait here, then find the work done
         connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, _MIGRATION_LOCK))
@@ -464,11 +489,11 @@ class PostgresDerivedStore:
 
         ``fresh``: the session has no rows (a full batch just deleted them), so its rows are streamed
         with ``COPY``, several times faster than inserts; an entry id seen twice keeps its last row,
-        as the upserts of an incremental batch do.
+        as the upserts of an incremental batch do. Each entry's ``tsvector`` is built while the
+        previous ones are on their way, so the server indexes them as this process builds the next.
         """
         entry_rows: dict[str, tuple[Any, ...]] = {}
-        fts_rows: dict[str, tuple[Any, ...]] = {}
-        distinct_words: dict[str, frozenset[str]] = {}
+        texts: dict[str, str] = {}  # the last searchable text of each entry
         artifact_rows: list[tuple[Any, ...]] = []
         ref_rows: list[tuple[str, str, str]] = []
         events: list[tuple[str, PiIndexEvent]] = []
@@ -488,10 +513,7 @@ class PostgresDerivedStore:
                 len(body),
             )
             if body:
-                kept = body[:_FTS_BODY_LIMIT]
-                document, words, distinct = tsvector_text(kept)
-                fts_rows[key] = (key, session_id, kept, words, document)
-                distinct_words[key] = distinct
+                texts[key] = body[:_FTS_BODY_LIMIT]
             if record.tool_output and len(body) > ARTIFACT_THRESHOLD_CHARS:
                 content = body.encode("utf-8")
                 artifact_id = hashlib.sha256(content).hexdigest()
@@ -500,13 +522,20 @@ class PostgresDerivedStore:
             if record.event is not None:
                 events.append((shape.entry_id, record.event))
         frequencies: Counter[str] = Counter()
-        for distinct in distinct_words.values():
-            frequencies.update(distinct)
+        total_words = [0]
+
+        def fts_rows() -> Iterator[tuple[Any, ...]]:
+            for key, kept in texts.items():
+                document, words, distinct = tsvector_text(kept)
+                frequencies.update(distinct)
+                total_words[0] += words
+                yield key, session_id, kept, words, document
+
         with connection.cursor() as cursor:
             if fresh:
-                self._copy_rows(cursor, session_id, entry_rows.values(), fts_rows.values(), frequencies)
+                self._copy_rows(cursor, session_id, entry_rows.values(), fts_rows(), frequencies)
             else:
-                self._upsert_rows(cursor, session_id, entry_rows.values(), fts_rows.values(), frequencies)
+                self._upsert_rows(cursor, session_id, entry_rows.values(), fts_rows(), frequencies)
             cursor.executemany(
                 "INSERT INTO artifacts VALUES (%s, %s, %s, %s, %s) ON CONFLICT (artifact_id) DO NOTHING",
                 artifact_rows,
@@ -516,7 +545,7 @@ class PostgresDerivedStore:
             )
         for event_entry_id, event in events:
             self._apply_event(connection, session_id, event_entry_id, event)
-        return len(ref_rows), len(fts_rows), sum(row[3] for row in fts_rows.values())
+        return len(ref_rows), len(texts), total_words[0]
 
     @staticmethod
     def _copy_rows(
