@@ -12,7 +12,9 @@ next to SQLite's and the ratio (PostgreSQL / SQLite: below 1 is PostgreSQL faste
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import random
 import signal
 import statistics
@@ -91,16 +93,49 @@ def write_session(path: Path, session_id: str, messages: int, seed: int) -> Path
     return path
 
 
+def _process_cpu(pid: int, *, children: bool) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(server: object) -> float | None:
+    """CPU seconds the throwaway server has used (postmaster, live backends, and the exited backends
+    it reaped), or ``None`` when it cannot be read (``--url``, no ``/proc``)."""
+    data = getattr(server, "data", None)
+    try:
+        postmaster = int((Path(str(data)) / "postmaster.pid").read_text().split()[0])
+        total = _process_cpu(postmaster, children=True)
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                        total += _process_cpu(int(entry.name), children=False)
+    except (OSError, IndexError, ValueError):
+        return None
+    return total
+
+
 def p95(samples: list[float]) -> float:
     return statistics.quantiles(samples, n=20)[-1] * 1000
 
 
-def single_process(location: str | Path, sessions: list[Path], ids: list[str]) -> dict[str, float]:
+def single_process(
+    location: str | Path, sessions: list[Path], ids: list[str], server: object | None
+) -> dict[str, float]:
     store = open_store(location)
     try:
+        server_before = server_cpu(server) if server is not None else None
+        cpu = time.process_time()
         started = time.perf_counter()
         entries = sum(store.index_file(path).entries_indexed for path in sessions)
         index_seconds = time.perf_counter() - started
+        # CPU, which the machine's load does not inflate as it does wall time: this process, plus the
+        # server's processes for PostgreSQL (SQLite does all its work in this process)
+        index_cpu = time.process_time() - cpu
+        server_after = server_cpu(server) if server is not None else None
+        if server_before is not None and server_after is not None:
+            index_cpu += server_after - server_before
         rng = random.Random(7)
         searches = []
         for _ in range(200):
@@ -121,6 +156,7 @@ def single_process(location: str | Path, sessions: list[Path], ids: list[str]) -
         return {
             "entries": entries,
             "index_s": index_seconds,
+            "index_cpu_s": index_cpu,
             "search_p95_ms": p95(searches),
             "manifest_p95_ms": p95(lookups),
         }
@@ -128,7 +164,9 @@ def single_process(location: str | Path, sessions: list[Path], ids: list[str]) -
         store.close()
 
 
-def writers(location: str, directory: Path, per_writer: int, *, busy_timeout: float) -> dict[str, float]:
+def writers(
+    location: str, directory: Path, per_writer: int, *, busy_timeout: float, server: object | None = None
+) -> dict[str, float]:
     """8 processes, each indexing its own two sessions and recording 50 manifests, all at once.
 
     ``busy_timeout`` is how long a SQLite writer waits for the file's write lock before it gives up and
@@ -155,6 +193,7 @@ def writers(location: str, directory: Path, per_writer: int, *, busy_timeout: fl
         assert process.stdout is not None
         if process.stdout.readline().strip() != "ready":
             raise SystemExit(f"a writer failed to start: {process.communicate(timeout=60)[1][-2000:]}")
+    server_before = server_cpu(server) if server is not None else None
     started = time.time()  # the writers' clock: wall time, from the signal to the last writer done
     go.touch()
     results = []
@@ -165,6 +204,8 @@ def writers(location: str, directory: Path, per_writer: int, *, busy_timeout: fl
         results.append(json.loads(out.strip().splitlines()[-1]))
     # (the interpreters' exits, a second or more under load and the same for both backends, are not work)
     wall = max(result["finished"] for result in results) - started
+    server_after = server_cpu(server) if server is not None else None
+    served = 0.0 if server_before is None or server_after is None else server_after - server_before
     store = open_store(location)
     try:
         report = store.storage()
@@ -177,7 +218,7 @@ def writers(location: str, directory: Path, per_writer: int, *, busy_timeout: fl
             "manifests_kept": report.manifests,
             "manifests_expected": expected_manifests,
             "writers_in_memory": sum(1 for result in results if "derived-store-locked" in result["events"]),
-            "writer_cpu_s": sum(result["cpu"] for result in results),
+            "writer_cpu_s": sum(result["cpu"] for result in results) + served,
         }
     finally:
         store.close()
@@ -221,7 +262,9 @@ def main() -> None:
                     location = server.url(server.create_database())
                 else:
                     location = url
-                figures[name] = single_process(location, sessions, ids)
+                figures[name] = single_process(
+                    location, sessions, ids, server if name == "postgresql" else None
+                )
             fleet = {}
             per_writer = args.writer_messages or max(1, args.messages // (2 * WRITERS))
             for name in FLEET_RUNS:
@@ -235,12 +278,15 @@ def main() -> None:
                 else:
                     location = url  # reused: the single-process rows are counted out below
                     open_store(location).rebuild([])
-                fleet[name] = writers(str(location), directory, per_writer, busy_timeout=busy)
+                fleet[name] = writers(
+                    str(location), directory, per_writer, busy_timeout=busy,
+                    server=server if name == "postgresql" else None,
+                )  # fmt: skip
     finally:
         if server is not None:
             server.destroy()
     print(f"one process, {args.messages:,} messages in {args.sessions} sessions")
-    for key in ("index_s", "search_p95_ms", "manifest_p95_ms"):
+    for key in ("index_s", "index_cpu_s", "search_p95_ms", "manifest_p95_ms"):
         sqlite, postgres = figures["sqlite"][key], figures["postgresql"][key]
         print(
             f"  {key:16} sqlite {sqlite:10.3f}  postgresql {postgres:10.3f}  ratio {postgres / sqlite:6.2f}"
@@ -258,7 +304,7 @@ def main() -> None:
             f"  {name:15} wall {result['wall_s']:8.2f} s  entries kept {result['entries_kept']:,}/"
             f"{result['entries_expected']:,} (lost {lost:,})  manifests kept {result['manifests_kept']}/"
             f"{result['manifests_expected']} (lost {lost_manifests})  in memory "
-            f"{result['writers_in_memory']}  writers' CPU {result['writer_cpu_s']:6.2f} s"
+            f"{result['writers_in_memory']}  CPU {result['writer_cpu_s']:6.2f} s"
         )
     # the same work: SQLite writers that wait for the lock keep every row, as PostgreSQL's do
     for name in ("sqlite-waiting", "sqlite"):
