@@ -584,6 +584,30 @@ def test_processes_racing_to_migrate_a_new_database_apply_each_migration_once(
     assert _counts(postgres_server, _database(pg_url)) == (0, 0, 0, 0, len(PG_MIGRATIONS))
 
 
+def test_a_host_opening_a_current_store_does_not_wait_for_the_migration_lock(postgres_server, pg_url, opened):
+    """A fleet's processes starting together must not queue behind each other on every start."""
+    _open(opened, pg_url).close()  # the schema is now current
+    outcome: dict[str, object] = {}
+
+    def open_again() -> None:
+        try:
+            outcome["store"] = _open(opened, pg_url)
+        except Exception as error:  # pragma: no cover - reported by the assertion below
+            outcome["error"] = error
+
+    with postgres_server.admin(_database(pg_url)) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s, %s)", (0x44533443, 1))  # as a migrating host would
+        worker = threading.Thread(target=open_again)
+        worker.start()
+        worker.join(timeout=30)
+        finished = not worker.is_alive()
+        holder.execute("SELECT pg_advisory_unlock_all()")
+    worker.join(timeout=60)
+    assert finished, "opening a current store waited for the migration lock"
+    assert "error" not in outcome, outcome
+    assert outcome["store"].health().schema_version == PG_SCHEMA_VERSION
+
+
 def test_eight_processes_index_and_query_shared_and_own_sessions_without_loss_or_duplicates(
     postgres_server, pg_url, tmp_path
 ):
