@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _pg_proxy import CommitDropProxy
 from _postgres_server import SUPERUSER_PASSWORD
 
 from ds4_context_core import MissingExtraError
@@ -117,7 +118,22 @@ def test_a_postgresql_store_is_a_derived_store_with_migrations_numbered_as_sqlit
 
 
 # the tables each later migration adds, so a store can be taken back to what an older release wrote
-_ADDED_AFTER = {1: ("calibration_sources", "summaries"), 2: ("summaries",)}
+# what each migration did, undone, so a store can be put back to what an older release wrote
+_UNDO = {
+    2: ("DROP TABLE ds4_context.calibration_sources",),
+    3: ("DROP TABLE ds4_context.summaries",),
+    4: (
+        "ALTER TABLE ds4_context.manifests DROP COLUMN write_id",
+        "ALTER TABLE ds4_context.calibration_samples DROP COLUMN write_id",
+        "ALTER TABLE ds4_context.entries ADD FOREIGN KEY (session_id) "
+        "REFERENCES ds4_context.sessions(session_id) ON DELETE CASCADE",
+        "ALTER TABLE ds4_context.entries_fts ADD FOREIGN KEY (entry_key) "
+        "REFERENCES ds4_context.entries(entry_key) ON DELETE CASCADE",
+        "ALTER TABLE ds4_context.session_words ADD FOREIGN KEY (session_id) "
+        "REFERENCES ds4_context.sessions(session_id) ON DELETE CASCADE",
+    ),
+}
+_ADDED_AFTER = {version: sorted(step for step in _UNDO if step > version) for version in (1, 2, 3)}
 
 
 @pytest.mark.parametrize("version", sorted(_ADDED_AFTER))
@@ -128,16 +144,28 @@ def test_a_store_of_an_older_schema_is_migrated_forward_with_its_data(
     store = _open(opened, pg_url)
     store.index_file(session)
     store.add_calibration_sample("m", estimated=100, actual=120)
+    store.record_manifest(read_pi_session(session).session_id, '{"older": true}')
     store.close()
     with postgres_server.admin(_database(pg_url)) as connection:  # as that release wrote it
-        for table in _ADDED_AFTER[version]:
-            connection.execute(f"DROP TABLE ds4_context.{table}")
+        for step in reversed(_ADDED_AFTER[version]):
+            for statement in _UNDO[step]:
+                connection.execute(statement)
         connection.execute("DELETE FROM ds4_context.schema_migrations WHERE version > %s", (version,))
     store = _open(opened, pg_url)
     assert store.health().migration_checksums_ok
     assert store.health().schema_version == PG_SCHEMA_VERSION
     assert [(s.estimated, s.actual) for s in store.calibration_samples("m")] == [(100, 120)]
     assert store.index_file(session).mode == "unchanged"
+    session_id = read_pi_session(session).session_id
+    newer = store.record_manifest(session_id, '{"newer": true}')
+    assert [(m.id, m.body) for m in store.manifests(session_id)] == [
+        (newer, '{"newer": true}'),
+        (newer - 1, '{"older": true}'),
+    ]
+    assert store.rebuild_session(session).entries_indexed == 16  # the bulk tables, emptied by session id
+    sessions, entries, fts, distinct, _ = _counts(postgres_server, _database(pg_url))
+    assert (sessions, entries, distinct) == (1, 16, 16)
+    assert fts > 0
     assert store.add_calibration_sample("m", estimated=100, actual=120, source="x") is True
     summary = StoredSummary(
         session_id="s", span_hash="ab" * 32, contract_version="summary-contract-v1", status="rejected",
@@ -383,6 +411,11 @@ def test_other_applications_tables_in_the_database_are_left_alone(postgres_serve
         pytest.param(
             "DELETE FROM ds4_context.schema_migrations WHERE version = 3",
             "derived-store-migration-incomplete",
+            id="half-applied summaries migration",
+        ),
+        pytest.param(
+            "DELETE FROM ds4_context.schema_migrations WHERE version = 4",
+            "derived-store-migration-incomplete",
             id="half-applied newest migration",
         ),
         pytest.param(
@@ -459,6 +492,46 @@ def test_a_connection_dropped_mid_transaction_is_retried_without_duplicates(
     assert store.index_file(session).mode == "unchanged"
 
 
+@pytest.fixture
+def commit_drop_proxy(postgres_server):
+    proxy = CommitDropProxy("127.0.0.1", postgres_server.port)
+    yield proxy
+    proxy.close()
+
+
+def _through(proxy: CommitDropProxy, url: str) -> str:
+    host, rest = url.rsplit("@", 1)
+    database = rest.split("/", 1)[1]
+    return f"{host}@127.0.0.1:{proxy.port}/{database}?sslmode=disable&gssencmode=disable"
+
+
+@pytest.mark.parametrize("write", ["manifest", "calibration sample"])
+def test_a_write_whose_commit_answer_was_lost_is_stored_once(
+    postgres_server, pg_url, opened, commit_drop_proxy, write
+):
+    """The connection drops after the server committed and before the client heard it; the store
+    retries on a new connection, and the retry must find the row its first attempt wrote."""
+    store = _open(opened, _through(commit_drop_proxy, pg_url))
+    if write == "manifest":
+        store.record_manifest("s", '{"n": 0}')
+        commit_drop_proxy.arm(b"INSERT INTO manifests")
+        stored = store.record_manifest("s", '{"n": 1}')
+        rows = [(m.id, m.body) for m in store.manifests("s")]
+        assert rows[0] == (stored, '{"n": 1}')
+        assert [body for _, body in rows] == ['{"n": 1}', '{"n": 0}']
+    else:
+        commit_drop_proxy.arm(b"INSERT INTO calibration_samples")
+        assert store.add_calibration_sample("m", estimated=100, actual=130) is True
+        assert [(s.estimated, s.actual) for s in store.calibration_samples("m")] == [(100, 130)]
+    assert commit_drop_proxy.dropped.is_set()
+    assert "derived-store-reconnected" in store.health().events
+    with postgres_server.admin(_database(pg_url)) as connection:
+        assert connection.execute(
+            "SELECT (SELECT count(*) FROM ds4_context.manifests) + "
+            "(SELECT count(*) FROM ds4_context.calibration_samples)"
+        ).fetchone() == (2 if write == "manifest" else 1,)
+
+
 def test_the_server_restarted_under_an_open_store(postgres_server, pg_url, opened, tmp_path):
     session = _session_copy(tmp_path / "sessions", 1)
     store = _open(opened, pg_url)
@@ -509,6 +582,30 @@ def test_processes_racing_to_migrate_a_new_database_apply_each_migration_once(
     results = _fleet(pg_url, tmp_path, "open", [[] for _ in range(WORKERS)])
     assert results == [{"ok": True, "version": PG_SCHEMA_VERSION}] * WORKERS
     assert _counts(postgres_server, _database(pg_url)) == (0, 0, 0, 0, len(PG_MIGRATIONS))
+
+
+def test_a_host_opening_a_current_store_does_not_wait_for_the_migration_lock(postgres_server, pg_url, opened):
+    """A fleet's processes starting together must not queue behind each other on every start."""
+    _open(opened, pg_url).close()  # the schema is now current
+    outcome: dict[str, object] = {}
+
+    def open_again() -> None:
+        try:
+            outcome["store"] = _open(opened, pg_url)
+        except Exception as error:  # pragma: no cover - reported by the assertion below
+            outcome["error"] = error
+
+    with postgres_server.admin(_database(pg_url)) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s, %s)", (0x44533443, 1))  # as a migrating host would
+        worker = threading.Thread(target=open_again)
+        worker.start()
+        worker.join(timeout=30)
+        finished = not worker.is_alive()
+        holder.execute("SELECT pg_advisory_unlock_all()")
+    worker.join(timeout=60)
+    assert finished, "opening a current store waited for the migration lock"
+    assert "error" not in outcome, outcome
+    assert outcome["store"].health().schema_version == PG_SCHEMA_VERSION
 
 
 def test_eight_processes_index_and_query_shared_and_own_sessions_without_loss_or_duplicates(

@@ -80,7 +80,7 @@ def test_store_is_private_wal_with_foreign_keys_and_pinned_migrations(tmp_path, 
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = connection.execute("SELECT version, name, checksum FROM schema_migrations").fetchall()
     assert [row[1] for row in rows] == list(SQLITE_MIGRATION_NAMES)
-    assert SQLITE_MIGRATION_NAMES == ("initial", "calibration-sources", "summaries")
+    assert SQLITE_MIGRATION_NAMES == ("initial", "calibration-sources", "summaries", "write-ids")
     for (version, name, checksum), migration in zip(rows, MIGRATIONS, strict=True):
         expected = hashlib.sha256(f"{version}\n{name}\n{migration.sql}".encode()).hexdigest()
         assert checksum == expected
@@ -223,8 +223,18 @@ def test_calibration_sources_are_bounded_per_profile(store):
     assert f"s:{CALIBRATION_SOURCE_RETENTION + 2}" in sources
 
 
-# the tables each later migration adds, so a store can be taken back to what an older release wrote
-_ADDED_AFTER = {1: ("calibration_sources", "summaries"), 2: ("summaries",)}
+# what each later migration did, undone, so a store can be taken back to what an older release wrote
+_UNDO = {
+    2: ("DROP TABLE calibration_sources",),
+    3: ("DROP TABLE summaries",),
+    4: (
+        "DROP INDEX manifests_by_write_id",
+        "ALTER TABLE manifests DROP COLUMN write_id",
+        "DROP INDEX calibration_samples_by_write_id",
+        "ALTER TABLE calibration_samples DROP COLUMN write_id",
+    ),
+}
+_ADDED_AFTER = {version: sorted(step for step in _UNDO if step > version) for version in (1, 2, 3)}
 
 
 @pytest.mark.parametrize("version", sorted(_ADDED_AFTER))
@@ -233,10 +243,12 @@ def test_a_store_of_an_older_schema_is_migrated_forward_with_its_data(tmp_path, 
     store = open_derived_store(db)
     store.index_file(session_path)
     store.add_calibration_sample("m", estimated=100, actual=120)
+    store.record_manifest("coding", '{"older": true}')
     store.close()
     with closing(sqlite3.connect(db)) as connection, connection:  # as that release wrote it
-        for table in _ADDED_AFTER[version]:
-            connection.execute(f"DROP TABLE {table}")
+        for step in reversed(_ADDED_AFTER[version]):
+            for statement in _UNDO[step]:
+                connection.execute(statement)
         connection.execute("DELETE FROM schema_migrations WHERE version > ?", (version,))
     store = open_derived_store(db)
     assert store.health().events == ()
@@ -247,6 +259,11 @@ def test_a_store_of_an_older_schema_is_migrated_forward_with_its_data(tmp_path, 
     assert store.add_calibration_sample("m", estimated=100, actual=120, source="x") is True
     store.put_summary(_summary("coding"))
     assert store.summaries("coding") == (_summary("coding"),)
+    newer = store.record_manifest("coding", '{"newer": true}')
+    assert [(m.id, m.body) for m in store.manifests("coding")] == [
+        (newer, '{"newer": true}'),
+        (newer - 1, '{"older": true}'),
+    ]
     store.close()
 
 

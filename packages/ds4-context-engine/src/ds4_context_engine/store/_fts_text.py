@@ -21,6 +21,7 @@ __all__ = ["excerpt", "fts_words", "tsquery_text", "tsvector_text"]
 _MAX_POSITION: Final = 16_383
 _MAX_LEXEME_BYTES: Final = 2_046
 _MAX_POSITIONS_PER_WORD: Final = 256
+_POSITION_NAMES: Final = tuple(str(position) for position in range(_MAX_POSITION + 1))
 _WORD: Final = re.compile(r"[^\W_]+|[\ue000-\uf8ff]+")
 
 
@@ -51,22 +52,21 @@ def _quoted(word: str) -> str:
 def tsvector_text(text: str) -> tuple[str, int, frozenset[str]]:
     """A ``tsvector`` literal of ``text``'s words with their positions, how many words it has, and which."""
     words = fts_words(text)
-    positions: dict[str, list[int]] = {}
+    # positions as ready strings (the literal is built for every entry indexed: its hottest loop)
+    positions: dict[str, list[str]] = {}
+    names = _POSITION_NAMES
     for position, word in enumerate(words, start=1):
         spots = positions.get(word)
+        name = names[position] if position <= _MAX_POSITION else names[_MAX_POSITION]
         if spots is None:
-            positions[word] = [position]
-        elif len(spots) < _MAX_POSITIONS_PER_WORD:
-            spots.append(position)
-    if len(words) > _MAX_POSITION:  # rare: later positions all count as the last one
-        positions = {
-            word: sorted({min(spot, _MAX_POSITION) for spot in spots}) for word, spots in positions.items()
-        }
-    literal = " ".join(
-        f"'{word}':{','.join(map(str, spots))}"
+            positions[word] = [name]
+        elif len(spots) < _MAX_POSITIONS_PER_WORD and spots[-1] is not name:
+            spots.append(name)  # (past the last position, later ones all count as the last one, once)
+    literal = " ".join([
+        f"'{word}':{','.join(spots)}"
         for word, spots in positions.items()
         if len(word) * 4 <= _MAX_LEXEME_BYTES or len(word.encode("utf-8")) <= _MAX_LEXEME_BYTES
-    )
+    ])  # fmt: skip
     return literal, len(words), frozenset(positions)
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
@@ -89,6 +90,8 @@ _CLEARED_TABLES: Final = (
     "calibration_sources",
     "summaries",
 )
+# what a session's rows are deleted from before its row, children first
+_SESSION_BULK_TABLES: Final = ("entries_fts", "session_words", "entries")
 # SQLSTATE classes: 08 connection exception, 57P0x the server shutting down or restarting
 _CONNECTION_STATES: Final = ("08", "57P01", "57P02", "57P03")
 _AUTH_STATES: Final = ("28000", "28P01")
@@ -161,9 +164,34 @@ def _identify_schema(connection: psycopg.Connection[Any], display: str) -> Liter
     return "empty"
 
 
+# (PG_SCHEMA is a constant of this module, never input)
+_CURRENT_SCHEMA_QUERY: Final = (
+    f"SELECT obj_description('{PG_SCHEMA}'::regnamespace, 'pg_namespace'), version, checksum "  # noqa: S608
+    f"FROM {PG_SCHEMA}.schema_migrations"
+)
+
+
+def _schema_is_current(connection: psycopg.Connection[Any]) -> bool:
+    """Whether the store is ours and at the newest schema already: one read, no lock, no transaction.
+
+    What a host finds on every start but the first, so a fleet's processes starting together do not
+    queue on the migration lock. Anything else (absent, older, newer, foreign, tampered) goes the
+    locked way of :func:`_apply_migrations`, which decides and names it.
+    """
+    pg, _ = _psycopg()
+    try:
+        rows = connection.execute(_CURRENT_SCHEMA_QUERY).fetchall()
+    except (pg.errors.InvalidSchemaName, pg.errors.UndefinedTable):
+        return False
+    expected = {migration.version: migration.checksum for migration in PG_MIGRATIONS}
+    return all(row[0] == PG_SCHEMA_COMMENT for row in rows) and {row[1]: row[2] for row in rows} == expected
+
+
 def _apply_migrations(connection: psycopg.Connection[Any], display: str) -> list[str]:
     """Bring the store to the newest schema under an advisory lock; returns the recovery events."""
     pg, _ = _psycopg()
+    if _schema_is_current(connection):
+        return []
     with connection.transaction():
         # one host migrates at a time; the others wait here, then find the work done
         connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, _MIGRATION_LOCK))
@@ -199,11 +227,17 @@ def _apply_migrations(connection: psycopg.Connection[Any], display: str) -> list
             try:
                 with connection.transaction():
                     connection.execute(migration.sql)
-            except (pg.errors.DuplicateTable, pg.errors.DuplicateObject) as error:
+            except (
+                pg.errors.DuplicateTable,
+                pg.errors.DuplicateObject,
+                pg.errors.DuplicateColumn,
+                pg.errors.UndefinedObject,
+            ) as error:
                 raise DerivedStoreError(
                     "derived-store-migration-incomplete",
                     f"{display}: migration {migration.version} ({migration.name}) is not recorded but "
-                    "some of its tables exist (a half-applied migration); the database was left as it is",
+                    "some of its changes are there (a half-applied migration); the database was left as "
+                    "it is",
                 ) from error
             connection.execute(
                 "INSERT INTO schema_migrations VALUES (%s, %s, %s, %s)",
@@ -248,7 +282,9 @@ class PostgresDerivedStore:
         """Run ``operation`` on a pooled connection; a lost connection is replaced and the call retried once.
 
         Every operation is one transaction, so a retry after a dropped connection repeats nothing that
-        committed, except when the connection dropped between the commit and its answer.
+        committed. When the connection dropped between the commit and its answer, the retry finds the
+        work done: an index batch finds the session's cursor moved on, a manifest or calibration sample
+        its own write id, and every other write is an upsert.
         """
         pg, pg_pool = _psycopg()
         if self._closed:
@@ -421,7 +457,10 @@ class PostgresDerivedStore:
         cursor = batch.cursor
         session_id = cursor.session_id
         if batch.mode == "full":
-            # cascades to entries, their words, pins, memory items and artifact references
+            # the bulk tables by session id (they have no foreign key since migration 4); deleting the
+            # session row cascades to its pins, memory items and artifact references
+            for table in _SESSION_BULK_TABLES:
+                connection.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))  # noqa: S608
             connection.execute("DELETE FROM sessions WHERE session_id = %s", (session_id,))
             connection.execute(
                 "INSERT INTO sessions VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0)",
@@ -450,11 +489,11 @@ class PostgresDerivedStore:
 
         ``fresh``: the session has no rows (a full batch just deleted them), so its rows are streamed
         with ``COPY``, several times faster than inserts; an entry id seen twice keeps its last row,
-        as the upserts of an incremental batch do.
+        as the upserts of an incremental batch do. Each entry's ``tsvector`` is built while the
+        previous ones are on their way, so the server indexes them as this process builds the next.
         """
         entry_rows: dict[str, tuple[Any, ...]] = {}
-        fts_rows: dict[str, tuple[Any, ...]] = {}
-        distinct_words: dict[str, frozenset[str]] = {}
+        texts: dict[str, str] = {}  # the last searchable text of each entry
         artifact_rows: list[tuple[Any, ...]] = []
         ref_rows: list[tuple[str, str, str]] = []
         events: list[tuple[str, PiIndexEvent]] = []
@@ -474,10 +513,7 @@ class PostgresDerivedStore:
                 len(body),
             )
             if body:
-                kept = body[:_FTS_BODY_LIMIT]
-                document, words, distinct = tsvector_text(kept)
-                fts_rows[key] = (key, session_id, kept, words, document)
-                distinct_words[key] = distinct
+                texts[key] = body[:_FTS_BODY_LIMIT]
             if record.tool_output and len(body) > ARTIFACT_THRESHOLD_CHARS:
                 content = body.encode("utf-8")
                 artifact_id = hashlib.sha256(content).hexdigest()
@@ -486,13 +522,20 @@ class PostgresDerivedStore:
             if record.event is not None:
                 events.append((shape.entry_id, record.event))
         frequencies: Counter[str] = Counter()
-        for distinct in distinct_words.values():
-            frequencies.update(distinct)
+        total_words = [0]
+
+        def fts_rows() -> Iterator[tuple[Any, ...]]:
+            for key, kept in texts.items():
+                document, words, distinct = tsvector_text(kept)
+                frequencies.update(distinct)
+                total_words[0] += words
+                yield key, session_id, kept, words, document
+
         with connection.cursor() as cursor:
             if fresh:
-                self._copy_rows(cursor, session_id, entry_rows.values(), fts_rows.values(), frequencies)
+                self._copy_rows(cursor, session_id, entry_rows.values(), fts_rows(), frequencies)
             else:
-                self._upsert_rows(cursor, session_id, entry_rows.values(), fts_rows.values(), frequencies)
+                self._upsert_rows(cursor, session_id, entry_rows.values(), fts_rows(), frequencies)
             cursor.executemany(
                 "INSERT INTO artifacts VALUES (%s, %s, %s, %s, %s) ON CONFLICT (artifact_id) DO NOTHING",
                 artifact_rows,
@@ -502,7 +545,7 @@ class PostgresDerivedStore:
             )
         for event_entry_id, event in events:
             self._apply_event(connection, session_id, event_entry_id, event)
-        return len(ref_rows), len(fts_rows), sum(row[3] for row in fts_rows.values())
+        return len(ref_rows), len(texts), total_words[0]
 
     @staticmethod
     def _copy_rows(
@@ -651,19 +694,14 @@ class PostgresDerivedStore:
     def record_manifest(self, session_id: str, body: str, *, leaf_id: str | None = None) -> int:
         """Store a plan manifest (JSON text) and keep only the newest ``MANIFEST_RETENTION`` per session."""
 
+        parameters = {
+            "session": session_id, "leaf": leaf_id, "now": _now(), "body": body,
+            "write": uuid.uuid4().hex, "keep": MANIFEST_RETENTION - 1,
+        }  # fmt: skip
+
         def run(connection: psycopg.Connection[Any]) -> int:
-            with connection.transaction():
-                row = connection.execute(
-                    "INSERT INTO manifests (session_id, leaf_id, created_at, body) VALUES (%s, %s, %s, %s) "
-                    "RETURNING id",
-                    (session_id, leaf_id, _now(), body),
-                ).fetchone()
-                connection.execute(
-                    "DELETE FROM manifests WHERE session_id = %s AND id <= (SELECT id FROM manifests "
-                    "WHERE session_id = %s ORDER BY id DESC OFFSET %s LIMIT 1)",
-                    (session_id, session_id, MANIFEST_RETENTION),
-                )
-                return int(row[0]) if row else 0
+            row = connection.execute(_RECORD_MANIFEST, parameters).fetchone()
+            return int(row[0]) if row else 0
 
         return self._run(run)
 
@@ -781,8 +819,14 @@ class PostgresDerivedStore:
         if estimated <= 0 or actual <= 0:
             raise DerivedStoreError("calibration-sample-invalid", "token counts must be positive integers")
 
+        write_id = uuid.uuid4().hex  # one per call: a retry of this call finds the row it wrote
+
         def run(connection: psycopg.Connection[Any]) -> bool:
             with connection.transaction():
+                if connection.execute(
+                    "SELECT 1 FROM calibration_samples WHERE write_id = %s", (write_id,)
+                ).fetchone():
+                    return True  # its first attempt committed, then the connection dropped
                 if source is not None:
                     added = connection.execute(
                         "INSERT INTO calibration_sources (profile, source) VALUES (%s, %s) "
@@ -797,9 +841,9 @@ class PostgresDerivedStore:
                         (profile, profile, CALIBRATION_SOURCE_RETENTION),
                     )
                 connection.execute(
-                    "INSERT INTO calibration_samples (profile, estimated, actual, created_at) "
-                    "VALUES (%s, %s, %s, %s)",
-                    (profile, estimated, actual, _now()),
+                    "INSERT INTO calibration_samples (profile, estimated, actual, created_at, write_id) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    (profile, estimated, actual, _now(), write_id),
                 )
                 connection.execute(
                     "DELETE FROM calibration_samples WHERE profile = %s AND id <= (SELECT id FROM "
@@ -908,6 +952,23 @@ SELECT s.entry_key, s.rank, m.body FROM scored s JOIN candidates m USING (entry_
 ORDER BY s.rank, s.entry_key LIMIT %(limit)s
 """
 
+# One statement, so one round trip and one transaction: the insert, the trim to the newest
+# MANIFEST_RETENTION (the new row is not visible to the delete, so it keeps one fewer of the others),
+# and the id. ``write`` is unique per call: a retry after a lost answer inserts nothing, trims nothing
+# and reads the id its first attempt stored.
+_RECORD_MANIFEST: Final = """
+WITH added AS (
+    INSERT INTO manifests (session_id, leaf_id, created_at, body, write_id)
+    VALUES (%(session)s, %(leaf)s, %(now)s, %(body)s, %(write)s)
+    ON CONFLICT (write_id) DO NOTHING RETURNING id
+), trimmed AS (
+    DELETE FROM manifests WHERE session_id = %(session)s AND EXISTS (SELECT FROM added) AND id <= (
+        SELECT id FROM manifests WHERE session_id = %(session)s ORDER BY id DESC OFFSET %(keep)s LIMIT 1
+    )
+)
+SELECT id FROM added UNION ALL SELECT id FROM manifests WHERE write_id = %(write)s
+"""
+
 _STORAGE_QUERY: Final = """
 SELECT
     (SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -961,6 +1022,9 @@ def open_postgres_store(
 
     def configure(connection: psycopg.Connection[Any]) -> None:
         connection.execute(f"SET search_path TO {PG_SCHEMA}")
+        # the store is derived and disposable: a commit need not wait for the WAL flush (a server crash
+        # may lose the last moments of writes, never consistency), as SQLite's WAL with synchronous=NORMAL
+        connection.execute("SET synchronous_commit TO off")
 
     pool = pg_pool.ConnectionPool(
         location.conninfo,

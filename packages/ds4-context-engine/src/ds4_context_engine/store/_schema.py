@@ -122,8 +122,19 @@ CREATE TABLE summaries (
 );
 """
 
+# Every manifest and calibration sample carries the id of the call that wrote it (random, unique), so a
+# write retried after its answer was lost (the connection dropped after the commit) finds its own row
+# instead of storing a second one. Rows written before this migration have none (NULLs never collide).
+_WRITE_IDS: Final = """
+ALTER TABLE manifests ADD COLUMN write_id TEXT;
+CREATE UNIQUE INDEX manifests_by_write_id ON manifests(write_id);
+ALTER TABLE calibration_samples ADD COLUMN write_id TEXT;
+CREATE UNIQUE INDEX calibration_samples_by_write_id ON calibration_samples(write_id);
+"""
+
 MIGRATIONS: Final = (
     Migration(1, "initial", _INITIAL.strip()),
     Migration(2, "calibration-sources", _CALIBRATION_SOURCES.strip()),
     Migration(3, "summaries", _SUMMARIES.strip()),
+    Migration(4, "write-ids", _WRITE_IDS.strip()),
 )

@@ -19,6 +19,7 @@ import os
 import sqlite3
 import stat
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -591,12 +592,20 @@ class SqliteDerivedStore:
     def record_manifest(self, session_id: str, body: str, *, leaf_id: str | None = None) -> int:
         """Store a plan manifest (JSON text) and keep only the newest ``MANIFEST_RETENTION`` per session."""
 
+        write_id = uuid.uuid4().hex  # one per call: a retry of this call finds the row it wrote
+
         def run() -> int:
             with self._transaction() as connection:
                 cursor = connection.execute(
-                    "INSERT INTO manifests (session_id, leaf_id, created_at, body) VALUES (?, ?, ?, ?)",
-                    (session_id, leaf_id, _now(), body),
+                    "INSERT OR IGNORE INTO manifests (session_id, leaf_id, created_at, body, write_id) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (session_id, leaf_id, _now(), body, write_id),
                 )
+                if not cursor.rowcount:
+                    row = connection.execute(
+                        "SELECT id FROM manifests WHERE write_id = ?", (write_id,)
+                    ).fetchone()
+                    return int(row[0]) if row else 0
                 connection.execute(
                     "DELETE FROM manifests WHERE session_id = ? AND id NOT IN "
                     "(SELECT id FROM manifests WHERE session_id = ? ORDER BY id DESC LIMIT ?)",
@@ -719,8 +728,14 @@ class SqliteDerivedStore:
         if estimated <= 0 or actual <= 0:
             raise DerivedStoreError("calibration-sample-invalid", "token counts must be positive integers")
 
+        write_id = uuid.uuid4().hex
+
         def run() -> bool:
             with self._transaction() as connection:
+                if connection.execute(
+                    "SELECT 1 FROM calibration_samples WHERE write_id = ?", (write_id,)
+                ).fetchone():
+                    return True  # this call's own earlier attempt
                 if source is not None:
                     added = connection.execute(
                         "INSERT OR IGNORE INTO calibration_sources (profile, source) VALUES (?, ?)",
@@ -734,9 +749,9 @@ class SqliteDerivedStore:
                         (profile, profile, CALIBRATION_SOURCE_RETENTION),
                     )
                 connection.execute(
-                    "INSERT INTO calibration_samples (profile, estimated, actual, created_at) "
-                    "VALUES (?, ?, ?, ?)",
-                    (profile, estimated, actual, _now()),
+                    "INSERT INTO calibration_samples (profile, estimated, actual, created_at, write_id) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (profile, estimated, actual, _now(), write_id),
                 )
                 connection.execute(
                     "DELETE FROM calibration_samples WHERE profile = ? AND id NOT IN "
