@@ -136,3 +136,77 @@ def test_restore_shows_the_requests_a_digest_quotes(session_path):
     assert [message.message_id for message in restored.messages] == list(item.source_ids)
     assert restored.messages[0].text == FIRST_REQUEST
     assert all(message.role == "user" for message in restored.messages)
+
+
+def _shell_call(call_id, command):
+    return pi_message(
+        "assistant", [{"type": "toolCall", "id": call_id, "name": "bash", "arguments": {"command": command}}]
+    )
+
+
+def _shell_result(call_id, text, *, failed):
+    return pi_message(
+        "toolResult", [{"type": "text", "text": text}], toolCallId=call_id, toolName="bash", isError=failed
+    )
+
+
+def test_every_call_identity_is_kept_once_with_its_count_and_outcome(tmp_path):
+    early = [pi_message("user", "/mode plan")]
+    for n in range(3):  # the same command three times, the last one failing
+        early.append(_shell_call(f"lint-{n}", "ruff check src/budget.py && mypy src/budget.py"))
+        early.append(
+            _shell_result(f"lint-{n}", "ok" if n < 2 else "[exit code 2]\nerror: bad", failed=n == 2)
+        )
+    early.append(_shell_call("grep-1", "true"))
+    early.append(_shell_result("grep-1", "", failed=False))
+    path = write_long_session(tmp_path / "calls.jsonl", early=early, first_request="/model gpt-5")
+    with ContextWorkspace.open(path, no_store=True, model=MODEL) as workspace:
+        plan = workspace.plan()
+    text = _digest_of(plan)[1].blocks[0].text
+    # a slash command or mode switch is no request: the first real one is the original request
+    assert f"Original request: {FIRST_REQUEST}" not in text
+    assert "Original request: Now step 0: tidy the logging module part 0." in text
+    assert "/mode plan" not in text
+    assert (
+        text.count("ruff check src/budget.py && mypy src/budget.py") == 2
+    )  # once as a call, once as an error
+    assert "ruff check src/budget.py && mypy src/budget.py (x3, exit 2)" in text
+    assert "bash calls: pytest -x (error) | " in text  # oldest first, so later compactions append
+    assert "; bash ruff check src/budget.py && mypy src/budget.py: error: bad" in text  # open errors
+
+
+def test_a_digest_of_ten_thousand_edits_drops_whole_entries_with_a_count(tmp_path):
+    edits = []
+    for n in range(10_000):
+        call = {"type": "toolCall", "id": f"e{n}", "name": "Edit", "arguments": {"file_path": f"src/m{n}.py"}}
+        edits.append(pi_message("assistant", [call]))
+        edits.append(
+            pi_message("toolResult", [{"type": "text", "text": "ok"}], toolCallId=f"e{n}", toolName="Edit")
+        )
+    path = write_long_session(tmp_path / "edits.jsonl", early=edits, steps=40)
+    with ContextWorkspace.open(path, no_store=True, model=MODEL) as workspace:
+        plan = workspace.plan()
+    _item, message = _digest_of(plan)
+    text = message.blocks[0].text
+    assert plan.manifest.planned_tokens <= plan.budget.hard_limit
+    line = next(line for line in text.splitlines() if line.startswith("Files changed ("))
+    shown = line.split(": ", 1)[1].split(", ")
+    assert all(entry.startswith("src/m") and entry.endswith(".py (edit)") for entry in shown)  # none cut
+    assert f"({10_000 - len(shown)} older not shown)" in line
+    assert shown[-1] == "src/m9999.py (edit)"  # the newest are kept
+
+
+def test_a_digest_built_step_by_step_equals_one_built_at_once(session_path):
+    with ContextWorkspace.open(session_path, no_store=True, model=MODEL) as workspace:
+        cuts = set()
+        for step in range(120):
+            note = f"Later note {step}: " + "keep going with the logging parts " * 20
+            append_pi_entries(session_path, [pi_message("user", note)])
+            workspace.refresh()
+            plan = workspace.plan()
+            cuts.add(len(cut_messages(workspace.context.messages, plan)))
+        assert len(cuts) > 2  # the cut moved: the kept reader was fed the newly cut messages only
+        item = next(item for item in plan.items if item.kind == "summary")
+        fresh = task_digest(workspace.context.messages, plan)
+    assert fresh is not None
+    assert plan.messages[plan.items.index(item)].blocks[0].text == fresh.text

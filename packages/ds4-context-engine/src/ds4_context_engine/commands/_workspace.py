@@ -23,8 +23,14 @@ from ds4_context_engine.commands._calibrate import (
     record_calibration_samples,
     stored_calibration,
 )
-from ds4_context_engine.commands._digest import SettledPlan, cut_messages, settle_cut_supplements
-from ds4_context_engine.commands._digest import task_digest as build_task_digest
+from ds4_context_engine.commands._digest import (
+    DigestBuilder,
+    SettledPlan,
+    cut_messages,
+    digest_chars,
+    digest_item,
+    settle_cut_supplements,
+)
 from ds4_context_engine.commands._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut, summary_supplements
 from ds4_context_engine.commands._overhead import usage_overhead
 from ds4_context_engine.commands._retrieval import (
@@ -119,6 +125,9 @@ class ContextWorkspace:
         self._plan_key: tuple[Any, ...] | None = None
         self._settled: SettledPlan | None = None
         self._settled_version = 0  # the summaries version ``_settled`` was built with
+        # the task digest's reader, kept from plan to plan: a compaction feeds it what it newly cut only
+        self._digest: tuple[str | None, DigestBuilder] | None = None
+        self._candidates: tuple[tuple[Any, ...], tuple[tuple[CanonicalMessage, str], ...]] | None = None
         self._summaries_version = 0  # counts summaries remembered by this workspace
         self._local_summaries: dict[str, StoredSummary] = {}  # without a store
         self._summary_items: tuple[tuple[Any, ...], tuple[SupplementalItem, ...]] | None = None
@@ -318,11 +327,7 @@ class ContextWorkspace:
         if self._plan is not None and self._plan_key == key:
             return self._plan
         pinned = [message.id for message in context.messages if message.flags.pinned]
-        config: Mapping[str, Any] | Ds4ContextConfig = self.config
-        if dry_run:
-            settings = self.config.model_dump()
-            settings["pruning"]["dry_run"] = True
-            config = settings
+        config = self._planning_config(dry_run)
         state = None if dry_run else self._plan_state
         memory = self.memory_supplements()
         # What stood for the previous step's cut, tried first: while the cut stays, it is still right.
@@ -349,10 +354,7 @@ class ContextWorkspace:
 
         @functools.cache  # the search depends on the request only: one per call, whatever the passes
         def candidates() -> tuple[tuple[CanonicalMessage, str], ...]:
-            if store is None:
-                return ()
-            session_id = self._session.session_id
-            return retrieval_candidates(store, session_id, context.messages, limit=self.retrieval_hits)
+            return () if store is None else self._retrieval_candidates(store, context.messages)
 
         def cut_supplements(cut_plan: ContextPlan) -> tuple[SupplementalItem, ...]:
             """Accepted summaries of cut spans, the task digest, then the retrieved history it lacks."""
@@ -361,9 +363,8 @@ class ContextWorkspace:
             covered = tuple(item for item in summaries if cut_ids.issuperset(item.source_ids))
             digest = None
             if self.task_digest:
-                digest = build_task_digest(
-                    context.messages, cut_plan, write_tools=self.config.pruning.write_tools
-                )
+                builder = self._digest_builder(context.messages, len(cut))
+                digest = digest_item(builder, digest_chars(cut_plan, beside=covered))
             # Retrieved excerpts are old history: they go in front, after the summaries, and stay there
             # until the next compaction, so a new request does not move them and the prefix survives.
             retrieved = tuple(
@@ -390,6 +391,50 @@ class ContextWorkspace:
                 self.store.record_manifest(self._session.session_id, body, leaf_id=context.leaf_id)
         self._plan, self._plan_key = plan, key
         return plan
+
+    def _planning_config(self, dry_run: bool) -> Mapping[str, Any] | Ds4ContextConfig:
+        """The configuration core plans with: the workspace's, in dry-run mode when asked, and without
+        core's own task digest while the engine's (a superset of its facts) stands in for it."""
+        core_digest = self.task_digest and self.config.planner.task_digest
+        if not (dry_run or core_digest):
+            return self.config
+        settings = self.config.model_dump()
+        settings["pruning"]["dry_run"] = dry_run
+        settings["planner"]["task_digest"] = self.config.planner.task_digest and not core_digest
+        return settings
+
+    def _retrieval_candidates(
+        self, store: DerivedStore, messages: Sequence[CanonicalMessage]
+    ) -> tuple[tuple[CanonicalMessage, str], ...]:
+        """The search for the last user message, kept while it stays the last one.
+
+        The same request at a later step of its turn finds the same old messages (what was indexed since
+        is the recent tail, which the plan holds), so a turn searches once, not at every compaction.
+        """
+        request = next((m.id for m in reversed(messages) if m.role == "user"), None)
+        first = messages[0].id if messages else None  # a host compaction starts another branch view
+        key = (self._session.session_id, first, request, self.retrieval_hits)
+        if self._candidates is not None and self._candidates[0] == key:
+            return self._candidates[1]
+        found = retrieval_candidates(store, self._session.session_id, messages, limit=self.retrieval_hits)
+        self._candidates = (key, found)
+        return found
+
+    def _digest_builder(self, messages: Sequence[CanonicalMessage], cut: int) -> DigestBuilder:
+        """The digest reader fed with ``messages[:cut]``: the kept one fed the rest, if it read a prefix."""
+        first = messages[0].id if messages else None
+        held = self._digest
+        builder = held[1] if held is not None and held[0] == first else None
+        if builder is not None and (
+            builder.consumed > cut
+            or (builder.consumed and messages[builder.consumed - 1].id != builder.last_id)
+        ):
+            builder = None  # another branch, a host compaction, or a cut that moved back: read it again
+        if builder is None:
+            builder = DigestBuilder(write_tools=self.config.pruning.write_tools)
+        builder.feed(messages[builder.consumed : cut])
+        self._digest = (first, builder)
+        return builder
 
     def stored_summaries(self) -> tuple[StoredSummary, ...]:
         """The cached summary outcomes of this session: from the store, else kept in this workspace."""
