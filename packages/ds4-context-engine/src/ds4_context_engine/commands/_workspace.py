@@ -32,7 +32,7 @@ from ds4_context_engine.commands._digest import (
     settle_cut_supplements,
 )
 from ds4_context_engine.commands._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut, summary_supplements
-from ds4_context_engine.commands._overhead import usage_overhead
+from ds4_context_engine.commands._overhead import MessagePrefix, usage_overhead
 from ds4_context_engine.commands._retrieval import (
     RETRIEVAL_HITS_DEFAULT,
     retrieval_candidates,
@@ -127,6 +127,7 @@ class ContextWorkspace:
         self._settled_version = 0  # the summaries version ``_settled`` was built with
         # the task digest's reader, kept from plan to plan: a compaction feeds it what it newly cut only
         self._digest: tuple[str | None, DigestBuilder] | None = None
+        self._prefix = MessagePrefix()  # the branch's running token sums, for the measured overhead
         self._candidates: tuple[tuple[Any, ...], tuple[tuple[CanonicalMessage, str], ...]] | None = None
         self._summaries_version = 0  # counts summaries remembered by this workspace
         self._local_summaries: dict[str, StoredSummary] = {}  # without a store
@@ -481,7 +482,7 @@ class ContextWorkspace:
             self.fixed_tokens_source = "explicit"
             return self.fixed_tokens
         used = ratio if ratio is not None else calibration_prior(descriptor).ratio
-        measured = usage_overhead(self._session, context, descriptor, used)
+        measured = usage_overhead(self._session, context, descriptor, used, prefix=self._prefix)
         self.fixed_tokens_source = "none" if measured is None else "usage"
         return measured or 0
 
