@@ -1,7 +1,8 @@
 """Does the engine's plan still hold the task? The engine's workspace replayed at every model call.
 
     uv run --no-config --no-sync python benchmarks/engine_task_replay.py [SESSION.jsonl ...]
-        [--windows 32000,128000] [--max-tokens 16384] [--sample 80] [--core-digest] [--json OUT.json]
+        [--windows 32000,128000] [--max-tokens 16384] [--sample 80] [--core-digest] [--config JSON]
+        [--json OUT.json]
 
 Each SESSION (default: the shipped ``fixtures/pi-shell-session.jsonl`` and ``fixtures/coding-session.jsonl``)
 is written to a scratch Pi session file line by line, as a host appends it; a ``ds4-runtime-session-v1``
@@ -16,7 +17,8 @@ the whole file (what Pi compacted too): latest request, modified paths, call ide
 last 10 results, shared prefix (mean, median, p10, over every step), tokens saved, plans over the window,
 and the CPU time of ``plan()`` alone and of refresh + plan. The text checks run on ``--sample`` steps
 spread evenly (and the last); the rest on every step. ``--core-digest`` turns core's own task digest on
-in the workspace's configuration (``planner.task_digest``), as when core enables it by default.
+in the workspace's configuration (``planner.task_digest``), as when core enables it by default;
+``--config`` adds any other configuration (JSON), e.g. ``'{"planner": {"compaction_batch_ratio": 0.4}}'``.
 """
 
 from __future__ import annotations
@@ -174,9 +176,12 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=16_384)
     parser.add_argument("--sample", type=int, default=80)
     parser.add_argument("--core-digest", action="store_true", help="turn core's task digest on as well")
+    parser.add_argument("--config", default="{}", help='more configuration, as JSON: \'{"planner": {...}}\'')
     parser.add_argument("--json", type=Path, default=None, help="also write the table as JSON")
     args = parser.parse_args()
-    config: dict[str, Any] = {"planner": {"task_digest": True}} if args.core_digest else {}
+    config: dict[str, Any] = json.loads(args.config)
+    if args.core_digest:
+        config.setdefault("planner", {})["task_digest"] = True
     max_tokens = args.max_tokens if args.max_tokens > 0 else None
     table: dict[str, dict[str, str]] = {}
     for session in args.sessions:
