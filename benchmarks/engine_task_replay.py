@@ -176,7 +176,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=16_384)
     parser.add_argument("--sample", type=int, default=80)
     parser.add_argument("--core-digest", action="store_true", help="turn core's task digest on as well")
-    parser.add_argument("--config", default="{}", help='more configuration, as JSON: \'{"planner": {...}}\'')
+    parser.add_argument("--config", default="{}", help="more configuration, as JSON: '{\"planner\": {...}}'")
     parser.add_argument("--json", type=Path, default=None, help="also write the table as JSON")
     args = parser.parse_args()
     config: dict[str, Any] = json.loads(args.config)
