@@ -8,7 +8,7 @@ from _long_session import FIRST_REQUEST, pi_message, write_long_session
 
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.planner import plan_context
-from ds4_context_engine.commands import ContextWorkspace, context_restore
+from ds4_context_engine.commands import ContextWorkspace, context_restore, run_context_command_text
 from ds4_context_engine.commands._digest import TASK_DIGEST_MAX_CHARS, cut_messages, task_digest
 from ds4_context_engine.pi import append_pi_entries
 
@@ -210,3 +210,17 @@ def test_a_digest_built_step_by_step_equals_one_built_at_once(session_path):
         fresh = task_digest(workspace.context.messages, plan)
     assert fresh is not None
     assert plan.messages[plan.items.index(item)].blocks[0].text == fresh.text
+
+
+def test_a_pin_given_after_plans_were_made_is_planned(session_path):
+    with ContextWorkspace.open(session_path, no_store=True, model=MODEL) as workspace:
+        plan = workspace.plan()
+        first = workspace.context.messages[0]
+        assert first.id not in {item.message_id for item in plan.items}  # cut before it is pinned
+        run_context_command_text(workspace, f"/context pin {first.source_entry_id}")
+        workspace.refresh()
+        pinned = workspace.plan()
+        assert any(item.message_id == first.id and item.kind == "pin" for item in pinned.items)
+        run_context_command_text(workspace, f"/context unpin {first.source_entry_id}")
+        workspace.refresh()
+        assert first.id not in {item.message_id for item in workspace.plan().items if item.kind == "pin"}

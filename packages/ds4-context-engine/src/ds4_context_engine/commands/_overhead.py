@@ -30,33 +30,42 @@ OVERHEAD_STEP: Final = 256
 
 
 class MessagePrefix:
-    """Where each entry's first message sits in a branch, and the running ``chars-v1`` sums before each.
+    """Where each entry's first message sits in a branch, the running ``chars-v1`` sums before each, and
+    the pinned messages' ids.
 
-    ``sync`` extends both with the messages appended since (a branch grows by appends): a plan at every
+    ``sync`` extends them with the messages appended since (a branch grows by appends): a plan at every
     model call then costs what was appended, not a pass over the whole branch. Another branch view
-    (another first message, or a message that is not where it was: a host compaction, a switched leaf)
-    starts them over.
+    (another first message, or a message that is not the very object it was: a host compaction, a
+    switched leaf, a pin that changed the messages' flags) starts them over.
     """
 
-    __slots__ = ("first_position", "ids", "running")
+    __slots__ = ("first_position", "ids", "last", "pinned", "resets", "running")
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.first_position: dict[str, int] = {}
         self.running: list[int] = [0]
+        self.pinned: list[str] = []
+        self.last: CanonicalMessage | None = None
+        self.resets = 0
 
     def sync(self, messages: Sequence[CanonicalMessage]) -> None:
         held = len(self.ids)
         if held and (
-            held > len(messages) or messages[0].id != self.ids[0] or messages[held - 1].id != self.ids[-1]
+            held > len(messages) or messages[0].id != self.ids[0] or messages[held - 1] is not self.last
         ):
-            self.ids, self.first_position, self.running = [], {}, [0]
+            self.ids, self.first_position, self.running, self.pinned = [], {}, [0], []
+            self.resets += 1
             held = 0
-        ids, positions, running = self.ids, self.first_position, self.running
+        ids, positions, running, pinned = self.ids, self.first_position, self.running, self.pinned
         for message in messages[held:]:
             positions.setdefault(message.source_entry_id, len(ids))
             ids.append(message.id)
             running.append(running[-1] + fast_chars_v1(message))
+            if message.flags.pinned:
+                pinned.append(message.id)
+        if messages:
+            self.last = messages[-1]
 
 
 def usage_overhead(
@@ -80,11 +89,12 @@ def usage_overhead(
     compaction = session.entry(context.compaction_entry_id) if context.compaction_entry_id else None
     after_line = compaction.line if compaction is not None else -1
     calls: list[tuple[int, int]] = []  # (position of the answer, reported input)
-    for usage in reversed(pi_reported_usages(session)):
+    for usage in reversed(pi_reported_usages(session)):  # newest first
+        if usage.entry.line <= after_line:
+            break  # this one and all older ones were sent what the compaction replaced
         answer = first_position.get(usage.entry.id)
         if (
             answer is None
-            or usage.entry.line <= after_line
             or not usage.complete
             or not usage.input_tokens
             or usage.provider is None

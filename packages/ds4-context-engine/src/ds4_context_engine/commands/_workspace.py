@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -57,6 +58,7 @@ __all__ = ["DEFAULT_STORE_ENV", "ContextWorkspace", "default_store_location", "d
 DEFAULT_STORE_ENV: Final = "DS4_CONTEXT_STORE"
 # Below the summaries' 75: retrieved excerpts in front follow the summaries and are dropped first.
 RETRIEVED_FRONT_PRIORITY: Final = 70
+_DIGEST_READERS: Final = 4  # digest readers kept, for the cuts the planning passes of a step try
 
 
 def default_store_path() -> Path:
@@ -126,7 +128,7 @@ class ContextWorkspace:
         self._settled: SettledPlan | None = None
         self._settled_version = 0  # the summaries version ``_settled`` was built with
         # the task digest's reader, kept from plan to plan: a compaction feeds it what it newly cut only
-        self._digest: tuple[str | None, DigestBuilder] | None = None
+        self._digests: list[tuple[str | None, DigestBuilder]] = []
         self._prefix = MessagePrefix()  # the branch's running token sums, for the measured overhead
         self._candidates: tuple[tuple[Any, ...], tuple[tuple[CanonicalMessage, str], ...]] | None = None
         self._summaries_version = 0  # counts summaries remembered by this workspace
@@ -327,7 +329,8 @@ class ContextWorkspace:
         key = (descriptor, dry_run, self._session, self.leaf_id, ratio, self._summaries_version, fixed)
         if self._plan is not None and self._plan_key == key:
             return self._plan
-        pinned = [message.id for message in context.messages if message.flags.pinned]
+        self._prefix.sync(context.messages)  # kept from plan to plan: what was appended is read
+        pinned = list(self._prefix.pinned)
         config = self._planning_config(dry_run)
         state = None if dry_run else self._plan_state
         memory = self.memory_supplements()
@@ -422,19 +425,28 @@ class ContextWorkspace:
         return found
 
     def _digest_builder(self, messages: Sequence[CanonicalMessage], cut: int) -> DigestBuilder:
-        """The digest reader fed with ``messages[:cut]``: the kept one fed the rest, if it read a prefix."""
+        """The digest reader fed with ``messages[:cut]``, from the furthest kept one that read a prefix.
+
+        The few newest readers are kept (the planning passes of one step may try a cut and come back to
+        an earlier one): a copy of the best is fed the rest, so a compaction reads what it newly cut.
+        """
         first = messages[0].id if messages else None
-        held = self._digest
-        builder = held[1] if held is not None and held[0] == first else None
-        if builder is not None and (
-            builder.consumed > cut
-            or (builder.consumed and messages[builder.consumed - 1].id != builder.last_id)
-        ):
-            builder = None  # another branch, a host compaction, or a cut that moved back: read it again
+        best: DigestBuilder | None = None
+        for held_first, held in self._digests:
+            if (
+                held_first == first
+                and held.consumed <= cut
+                and (not held.consumed or messages[held.consumed - 1].id == held.last_id)
+                and (best is None or held.consumed > best.consumed)
+            ):
+                best = held
+        if best is not None and best.consumed == cut:
+            return best
+        builder = copy.deepcopy(best) if best is not None else None
         if builder is None:
             builder = DigestBuilder(write_tools=self.config.pruning.write_tools)
         builder.feed(messages[builder.consumed : cut])
-        self._digest = (first, builder)
+        self._digests = [*self._digests[-(_DIGEST_READERS - 1) :], (first, builder)]
         return builder
 
     def stored_summaries(self) -> tuple[StoredSummary, ...]:
