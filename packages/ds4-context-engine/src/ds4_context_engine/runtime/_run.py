@@ -256,6 +256,7 @@ class _Turn:
         self.summary_group: TaskGroup | None = None
         self.summarizing = False
         self.summary_failed: set[str] = set()  # spans whose call failed in this turn: asked at a later one
+        self.summary_seen: tuple[int, str, int] | None = None  # the cut last looked at, and the outcomes
         path = checked.session_path
         self.summary_key = str(path.resolve()) if path is not None else self.run_id
 
@@ -411,6 +412,11 @@ class _Turn:
         cut = min(kept, default=0)
         if cut <= 0:
             return
+        # the span is looked for once per cut (at a compaction), not at every step: it is a pass over it
+        seen = (cut, self.history[cut - 1].id, len(self._outcomes()))
+        if seen == self.summary_seen:
+            return
+        self.summary_seen = seen
         positions = {message.id: index for index, message in enumerate(self.history[:cut])}
         covered = 0
         for outcome in self._outcomes().values():
