@@ -42,6 +42,7 @@ __all__ = [
 
 CUT_SUPPLEMENT_PASSES: Final = 3
 TASK_DIGEST_ID: Final = "ds4-task-digest"
+TASK_DIGEST_HEADER: Final = "[task state: what the earlier messages this context leaves out established]"
 TASK_DIGEST_MAX_CHARS: Final = 16_000
 _MIN_DIGEST_CHARS: Final = 1_000
 # The digest takes at most a sixth of the hard limit and three quarters of the summaries' ceiling
@@ -274,19 +275,26 @@ class DigestBuilder:
         """The digest within ``max_chars``: whole entries only, the oldest left out first, with counts."""
         if not self.used or (self.request is None and not self.tools and not self.host):
             return None
-        lines = [f"[task state from the {self.consumed} earlier messages this context leaves out]"]
+        # What does not change from one compaction to the next comes first (the header, the original
+        # request, the first instructions, the host's summaries), then the lists that grow at their ends,
+        # then what moves (the latest instructions, the open errors, the counts): a provider's prompt
+        # cache keeps the longest run of unchanged text.
+        lines = [TASK_DIGEST_HEADER]
         if self.request is not None:
             lines.append(f"Original request: {self.request[1]}")
-        lines.extend(f"Host summary of earlier work: {gist}" for gist in self.host)
-        if self.early or self.late:
-            lines.append("Later instructions, oldest first:")
+        if self.early:
+            lines.append("First instructions:")
             lines.extend(f"- {text}" for _, text in self.early)
-            if self.skipped:
-                lines.append(f"- ({self.skipped} more not shown)")
-            lines.extend(f"- {text}" for _, text in self.late)
+        lines.extend(f"Host summary of earlier work: {gist}" for gist in self.host)
+        moving: list[str] = []
+        if self.late:
+            more = f" ({self.skipped} before them not shown)" if self.skipped else ""
+            moving.append(f"Latest instructions, oldest first{more}:")
+            moving.extend(f"- {text}" for _, text in self.late)
         counts = ", ".join(f"{name} {count}" for name, count in sorted(self.tools.items()))
         tail = [f"Tool calls: {counts}"] if counts else []
-        room = max_chars - sum(len(line) + 1 for line in lines + tail)
+        tail.append(f"(from the {self.consumed} earlier messages this context leaves out)")
+        room = max_chars - sum(len(line) + 1 for line in lines + moving + tail)
 
         def entries(records: _Recent, show: Callable[[str, list[object]], str]) -> list[str]:
             return [show(key, record) for key, record in reversed(records.entries.items())]
@@ -298,25 +306,22 @@ class DigestBuilder:
                 extra.append(status)
             return f"{key} ({', '.join(extra)})" if extra else key
 
-        sections: list[tuple[str, list[str], int, str]] = [
-            ("Files changed", entries(self.changed, counted), self.changed.forgotten, ", "),
-            (
-                "Open errors",
-                [f"{key}: {line}" for key, line in reversed(self.errors.items())][:_OPEN_ERRORS],
-                max(0, len(self.errors) - _OPEN_ERRORS),
-                "; ",
-            ),
+        errors = [f"{key}: {line}" for key, line in reversed(self.errors.items())]
+        # (title, entries newest first, forgotten, separator, moving): in the order the budget serves them
+        sections: list[tuple[str, list[str], int, str, bool]] = [
+            ("Files changed", entries(self.changed, counted), self.changed.forgotten, ", ", False),
+            ("Open errors", errors[:_OPEN_ERRORS], max(0, len(errors) - _OPEN_ERRORS), "; ", True),
         ]
         for name in sorted(self.calls):
             records = self.calls[name]
-            shown = entries(records, counted)
-            sections.append((f"{name} calls", [entry for entry in shown if entry], records.forgotten, " | "))
+            shown = [entry for entry in entries(records, counted) if entry]
+            sections.append((f"{name} calls", shown, records.forgotten, " | ", False))
         read_only = [key for key in reversed(self.read.entries) if key not in self.changed.entries]
-        sections.append(("Files read", read_only, self.read.forgotten, ", "))
+        sections.append(("Files read", read_only, self.read.forgotten, ", ", False))
         # every section's title first, then entries newest first, section by section, while they fit
         taken: list[list[str]] = [[] for _ in sections]
-        room -= sum(len(title) + 24 for title, listed, _, _ in sections if listed)
-        for number, (_, listed, _, separator) in enumerate(sections):
+        room -= sum(len(title) + 24 for title, listed, _, _, _ in sections if listed)
+        for number, (_, listed, _, separator, _) in enumerate(sections):
             for entry in listed:
                 cost = len(entry) + len(separator)
                 if cost > room:
@@ -324,17 +329,18 @@ class DigestBuilder:
                 taken[number].append(entry)
                 room -= cost
         body: list[str] = []
-        for (title, listed, forgotten, separator), chosen in zip(sections, taken, strict=True):
+        for (title, listed, forgotten, separator, moves), chosen in zip(sections, taken, strict=True):
             if not listed:
                 continue
             left = len(listed) - len(chosen) + forgotten
             note = f" ({left} older not shown)" if left else ""
             # oldest first on the line, so what a later compaction adds goes at the end
-            body.append(f"{title}{note}: {separator.join(reversed(chosen))}" if chosen else f"{title}{note}")
-        text = "\n".join([*lines, *body, *tail])
+            line = f"{title}{note}: {separator.join(reversed(chosen))}" if chosen else f"{title}{note}"
+            (moving if moves else body).append(line)
+        text = "\n".join([*lines, *body, *moving, *tail])
         while len(text) > max_chars and len(lines) > 1:
             lines.pop()  # a whole line at a time, should the instructions alone pass the budget
-            text = "\n".join([*lines, *body, *tail])
+            text = "\n".join([*lines, *body, *moving, *tail])
         return text if len(text) <= max_chars else None
 
 
