@@ -28,6 +28,7 @@ from ds4_context_core.pruning import call_path, is_host_command, normalize_tool_
 
 __all__ = [
     "CUT_SUPPLEMENT_PASSES",
+    "TASK_DIGEST_HEADER",
     "TASK_DIGEST_ID",
     "TASK_DIGEST_MAX_CHARS",
     "DigestBuilder",
@@ -35,6 +36,7 @@ __all__ = [
     "cut_key",
     "cut_messages",
     "digest_chars",
+    "digest_item",
     "plan_with_cut_supplements",
     "settle_cut_supplements",
     "task_digest",
