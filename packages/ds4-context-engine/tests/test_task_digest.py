@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
+
 import msgspec
 import pytest
 from _long_session import FIRST_REQUEST, pi_message, write_long_session
 
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.planner import plan_context
-from ds4_context_engine.commands import ContextWorkspace, context_restore
-from ds4_context_engine.commands._digest import TASK_DIGEST_MAX_CHARS, cut_messages, task_digest
+from ds4_context_engine.commands import ContextWorkspace, context_restore, run_context_command_text
+from ds4_context_engine.commands._digest import (
+    TASK_DIGEST_HEADER,
+    TASK_DIGEST_MAX_CHARS,
+    cut_messages,
+    task_digest,
+)
 from ds4_context_engine.pi import append_pi_entries
 
 MODEL = ModelDescriptor(provider="openai", id="gpt-4.1-mini", context_window=32_000, max_tokens=2_000)
@@ -50,7 +57,9 @@ def test_a_cut_plan_starts_with_the_task_state_it_cut(session_path):
     assert plan.items[0] is item  # summaries go in front of the history
     text = message.blocks[0].text
     cut = cut_messages(messages, plan)
-    assert text.startswith(f"[task state from the {len(cut)} earlier messages this context leaves out]")
+    # what does not move at a compaction first, the count that does last
+    assert text.startswith(f"{TASK_DIGEST_HEADER}\nOriginal request: {FIRST_REQUEST}\nFirst instructions:\n")
+    assert text.endswith(f"\n(from the {len(cut)} earlier messages this context leaves out)")
     assert f"Original request: {FIRST_REQUEST}" in text
     assert "- Keep the public API of budget.py unchanged while you fix it." in text
     assert "Files changed: src/budget.py" in text
@@ -113,7 +122,7 @@ def test_a_huge_cut_is_summarised_within_the_size_limit(tmp_path):
         plan = workspace.plan()
     text = _digest_of(plan)[1].blocks[0].text
     assert len(text) <= TASK_DIGEST_MAX_CHARS
-    assert "more not shown)" in text
+    assert "before them not shown):" in text  # the instructions left out are counted
     assert "instruction 0:" in text  # the earliest instructions (constraints) are kept
     assert "instruction 10:" not in text
     assert f"Now step {_last_cut_step(plan)}:" in text  # and so are the latest cut ones
@@ -136,3 +145,108 @@ def test_restore_shows_the_requests_a_digest_quotes(session_path):
     assert [message.message_id for message in restored.messages] == list(item.source_ids)
     assert restored.messages[0].text == FIRST_REQUEST
     assert all(message.role == "user" for message in restored.messages)
+
+
+def _shell_call(call_id, command):
+    return pi_message(
+        "assistant", [{"type": "toolCall", "id": call_id, "name": "bash", "arguments": {"command": command}}]
+    )
+
+
+def _shell_result(call_id, text, *, failed):
+    return pi_message(
+        "toolResult", [{"type": "text", "text": text}], toolCallId=call_id, toolName="bash", isError=failed
+    )
+
+
+def test_every_call_identity_is_kept_once_with_its_count_and_outcome(tmp_path):
+    early = [pi_message("user", "/mode plan")]
+    for n in range(3):  # the same command three times, the last one failing
+        early.append(_shell_call(f"lint-{n}", "ruff check src/budget.py && mypy src/budget.py"))
+        early.append(
+            _shell_result(f"lint-{n}", "ok" if n < 2 else "[exit code 2]\nerror: bad", failed=n == 2)
+        )
+    early.append(_shell_call("grep-1", "true"))
+    early.append(_shell_result("grep-1", "", failed=False))
+    path = write_long_session(tmp_path / "calls.jsonl", early=early, first_request="/model gpt-5")
+    with ContextWorkspace.open(path, no_store=True, model=MODEL) as workspace:
+        plan = workspace.plan()
+    text = _digest_of(plan)[1].blocks[0].text
+    # a slash command or mode switch is no request: the first real one is the original request
+    assert f"Original request: {FIRST_REQUEST}" not in text
+    assert "Original request: Now step 0: tidy the logging module part 0." in text
+    assert "/mode plan" not in text
+    assert (
+        text.count("ruff check src/budget.py && mypy src/budget.py") == 2
+    )  # once as a call, once as an error
+    assert "ruff check src/budget.py && mypy src/budget.py (x3, exit 2)" in text
+    assert "bash calls: pytest -x (error) | " in text  # oldest first, so later compactions append
+    assert "; bash ruff check src/budget.py && mypy src/budget.py: error: bad\n" in text  # open errors
+
+
+def test_a_digest_of_ten_thousand_edits_drops_whole_entries_with_a_count(tmp_path):
+    edits = []
+    for n in range(10_000):
+        call = {"type": "toolCall", "id": f"e{n}", "name": "Edit", "arguments": {"file_path": f"src/m{n}.py"}}
+        edits.append(pi_message("assistant", [call]))
+        edits.append(
+            pi_message("toolResult", [{"type": "text", "text": "ok"}], toolCallId=f"e{n}", toolName="Edit")
+        )
+    path = write_long_session(tmp_path / "edits.jsonl", early=edits, steps=40)
+    with ContextWorkspace.open(path, no_store=True, model=MODEL) as workspace:
+        plan = workspace.plan()
+    _item, message = _digest_of(plan)
+    text = message.blocks[0].text
+    assert plan.manifest.planned_tokens <= plan.budget.hard_limit
+    line = next(line for line in text.splitlines() if line.startswith("Files changed ("))
+    shown = line.split(": ", 1)[1].split(", ")
+    assert all(entry.startswith("src/m") and entry.endswith(".py (edit)") for entry in shown)  # none cut
+    assert f"({10_000 - len(shown)} older not shown)" in line
+    assert shown[-1] == "src/m9999.py (edit)"  # the newest are kept
+
+
+def test_a_digest_built_step_by_step_equals_one_built_at_once(session_path):
+    with ContextWorkspace.open(session_path, no_store=True, model=MODEL) as workspace:
+        cuts = set()
+        for step in range(120):
+            note = f"Later note {step}: " + "keep going with the logging parts " * 20
+            append_pi_entries(session_path, [pi_message("user", note)])
+            workspace.refresh()
+            plan = workspace.plan()
+            cuts.add(len(cut_messages(workspace.context.messages, plan)))
+        assert len(cuts) > 2  # the cut moved: the kept reader was fed the newly cut messages only
+        item = next(item for item in plan.items if item.kind == "summary")
+        fresh = task_digest(workspace.context.messages, plan)
+    assert fresh is not None
+    assert plan.messages[plan.items.index(item)].blocks[0].text == fresh.text
+
+
+def test_a_pin_given_after_plans_were_made_is_planned(session_path):
+    with ContextWorkspace.open(session_path, no_store=True, model=MODEL) as workspace:
+        plan = workspace.plan()
+        first = workspace.context.messages[0]
+        assert first.id not in {item.message_id for item in plan.items}  # cut before it is pinned
+        run_context_command_text(workspace, f"/context pin {first.source_entry_id}")
+        workspace.refresh()
+        pinned = workspace.plan()
+        assert any(item.message_id == first.id and item.kind == "pin" for item in pinned.items)
+        run_context_command_text(workspace, f"/context unpin {first.source_entry_id}")
+        workspace.refresh()
+        assert first.id not in {item.message_id for item in workspace.plan().items if item.kind == "pin"}
+
+
+def test_a_compaction_keeps_the_digest_head_and_appends_to_its_lists(session_path):
+    texts = []
+    with ContextWorkspace.open(session_path, no_store=True, model=MODEL) as workspace:
+        for step in range(120):
+            note = f"Later note {step}: " + "keep going with the logging parts " * 20
+            append_pi_entries(session_path, [pi_message("user", note)])
+            workspace.refresh()
+            plan = workspace.plan()
+            digest = next(m for i, m in zip(plan.items, plan.messages, strict=True) if i.kind == "summary")
+            if not texts or digest.blocks[0].text != texts[-1]:
+                texts.append(digest.blocks[0].text)
+    assert len(texts) > 2  # it was rebuilt at compactions
+    for older, newer in itertools.pairwise(texts):
+        head = older.split("\nLatest instructions")[0].split("\nFiles read")[0]
+        assert newer.startswith(head)  # the request, first instructions and changed files stay in front

@@ -18,6 +18,7 @@ from ds4_context_engine.commands._calibrate import (
     pi_usage_input_tokens,
     record_calibration_samples,
 )
+from ds4_context_engine.commands._overhead import MessagePrefix, usage_overhead
 from ds4_context_engine.pi import append_pi_entries, build_pi_context, create_pi_session, read_pi_session
 from ds4_context_engine.store import CALIBRATION_RETENTION, open_derived_store
 
@@ -445,3 +446,18 @@ def test_a_session_without_usage_budgets_no_overhead_and_says_so(tmp_path):
     with open_workspace(path, tmp_path / "state" / "derived.sqlite3") as workspace:
         manifest = context_manifest(workspace)
     assert (manifest.fixed_tokens, manifest.fixed_tokens_source) == (0, "none")
+
+
+def test_the_overhead_kept_from_call_to_call_equals_one_measured_afresh(tmp_path):
+    path = write_session(tmp_path, "incremental")
+    session = read_pi_session(path)
+    leaves = [entry.id for entry in session.entries if entry.type == "message"]
+    kept = MessagePrefix()
+    ratio = calibration_prior(MODEL).ratio
+    # a branch growing by appends, then a leaf further back (another branch view): both as a fresh pass
+    for leaf in [*leaves[len(leaves) // 2 :: 3], leaves[-1], leaves[len(leaves) // 3]]:
+        context = build_pi_context(session, leaf)
+        fresh = usage_overhead(session, context, MODEL, ratio)
+        assert usage_overhead(session, context, MODEL, ratio, prefix=kept) == fresh
+        assert kept.ids == [message.id for message in context.messages]
+    assert fresh is not None

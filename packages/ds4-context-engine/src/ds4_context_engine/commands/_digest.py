@@ -1,32 +1,42 @@
 """The task digest: what a plan's cut took away from the task, kept as one small deterministic summary.
 
 When a long session is cut, the model loses the user's original request, the instructions given since,
-and which files were read and changed: the task state that LLM-written summaries are known to drop. The
-digest is built from the cut messages alone, without a model: the first request, the later user
-instructions (the first few and the latest), the files the tool calls named and the tools used. It goes
-to the planner as a ``summary`` supplement, which the planner puts in front of the history. Between
-compactions the cut does not move, so the digest, and with it the cached prefix, stays byte-identical.
+which files were read and changed, which commands ran and what failed: the task state that LLM-written
+summaries are known to drop. The digest is built from the cut messages alone, without a model: the first
+request (a slash command or mode switch is no request), the later user instructions (the first few and
+the latest), the files changed and read, every distinct tool call (tool and main argument, once, with a
+count and the last outcome), the open errors, and what the host's own compaction summaries said. It goes
+to the planner as a ``summary`` supplement, which the planner puts in front of the history.
+
+It is bounded by leaving out whole entries (oldest first, with a count), never by cutting one, and it
+is built incrementally: a :class:`DigestBuilder` reads each cut message once, so a compaction costs what
+it newly cut. Between compactions the cut does not move, so the digest, and with it the cached prefix,
+stays byte-identical.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, NamedTuple
 
-from ds4_context_core import CanonicalMessage, TextBlock, ToolCallBlock
+from ds4_context_core import CanonicalMessage, TextBlock, ToolCallBlock, ToolResultBlock
 from ds4_context_core.config import DEFAULT_WRITE_TOOLS
 from ds4_context_core.planner import ContextPlan, SupplementalItem
-from ds4_context_core.pruning import call_path, normalize_tool_name
+from ds4_context_core.pruning import call_path, is_host_command, normalize_tool_name
 
 __all__ = [
     "CUT_SUPPLEMENT_PASSES",
+    "TASK_DIGEST_HEADER",
     "TASK_DIGEST_ID",
     "TASK_DIGEST_MAX_CHARS",
+    "DigestBuilder",
     "SettledPlan",
     "cut_key",
     "cut_messages",
+    "digest_chars",
+    "digest_item",
     "plan_with_cut_supplements",
     "settle_cut_supplements",
     "task_digest",
@@ -34,12 +44,34 @@ __all__ = [
 
 CUT_SUPPLEMENT_PASSES: Final = 3
 TASK_DIGEST_ID: Final = "ds4-task-digest"
-TASK_DIGEST_MAX_CHARS: Final = 4_000
+TASK_DIGEST_HEADER: Final = "[task state: what the earlier messages this context leaves out established]"
+TASK_DIGEST_MAX_CHARS: Final = 16_000
+_MIN_DIGEST_CHARS: Final = 1_000
+# The digest takes at most a sixth of the hard limit and three quarters of the summaries' ceiling
+# (less what the model-written summaries placed with it take).
+_HARD_LIMIT_SHARE: Final = 6
+_CEILING_SHARE: Final = 0.75
+_CHARS_PER_TOKEN: Final = 3  # paths and commands tokenise densely: a safe side for the budget
 _REQUEST_CHARS: Final = 600
-_INSTRUCTION_CHARS: Final = 200
+_INSTRUCTION_CHARS: Final = 160
+_OPEN_ERRORS: Final = 5
+_ARGUMENT_CHARS: Final = 160
+_ERROR_CHARS: Final = 160
 _EARLY_INSTRUCTIONS: Final = 4
 _LATE_INSTRUCTIONS: Final = 8
-_FILES: Final = 40
+_MAX_ENTRIES: Final = 2_000  # per category while feeding: a source with 10,000 edits stays bounded
+_HOST_SUMMARY_ROLES: Final = frozenset({"compactionSummary", "branchSummary"})
+_FILE_TAGS: Final = re.compile(r"<(modified-files|read-files)>\s*(.*?)\s*</\1>", re.DOTALL)
+_GOAL: Final = re.compile(r"^#+\s*Goal\s*$(.*?)(?=^#+\s|\Z)", re.MULTILINE | re.DOTALL | re.IGNORECASE)
+_SHELL_TOOLS: Final = frozenset({"bash", "shell", "exec", "run", "terminal", "execcommand", "runcommand"})
+_SEARCH_TOOLS: Final = frozenset({"grep", "glob", "find", "search", "rg", "ripgrep", "ls", "list"})
+_READ_TOOLS: Final = frozenset({"read", "readfile", "view", "cat", "open"})
+_MAIN_KEYS: Final = (
+    "command", "cmd", "script", "file_path", "path", "notebook_path", "filename",
+    "pattern", "query", "url", "glob", "name",
+)  # fmt: skip
+_EXIT: Final = re.compile(r"\[exit code (-?\d+)\]|exit (?:code|status)[ =:]*(-?\d+)", re.IGNORECASE)
+_ERROR_LINE: Final = re.compile(r"error|fail|traceback|exception|panic", re.IGNORECASE)
 # Text holding a privacy marker tag is left out: its spans only mean what they say in their own string.
 _TAG: Final = re.compile(r"\[/?ds4:", re.IGNORECASE)
 # Kinds whose items stand for history messages at their original index.
@@ -56,6 +88,16 @@ def cut_messages(messages: Sequence[CanonicalMessage], plan: ContextPlan) -> Seq
     return messages[: first or 0]
 
 
+def digest_chars(plan: ContextPlan, *, beside: Iterable[SupplementalItem] = ()) -> int:
+    """The characters the digest of ``plan``'s cut may take: a share of its hard limit and of the
+    summaries' ceiling, less what the ``beside`` summaries (placed with it, same ceiling) take."""
+    budget = plan.budget
+    ceiling = int(budget.summary_ceiling * _CEILING_SHARE) * _CHARS_PER_TOKEN
+    ceiling -= sum(len(item.text) for item in beside if item.kind == "summary")
+    chars = min(ceiling, budget.hard_limit // _HARD_LIMIT_SHARE * _CHARS_PER_TOKEN)
+    return max(_MIN_DIGEST_CHARS, min(TASK_DIGEST_MAX_CHARS, chars))
+
+
 def _shorten(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -65,17 +107,243 @@ def _text(message: CanonicalMessage) -> str:
     return "\n".join(block.text for block in message.blocks if isinstance(block, TextBlock))
 
 
-def _calls(messages: Iterable[CanonicalMessage]) -> Iterable[ToolCallBlock]:
-    for message in messages:
-        for block in message.blocks:
-            if isinstance(block, ToolCallBlock):
-                yield block
+def _main_argument(arguments: object) -> str | None:
+    if isinstance(arguments, dict):
+        for key in _MAIN_KEYS:
+            value = arguments.get(key)
+            if isinstance(value, str) and value.strip():
+                return value
+    return None
 
 
-def _listing(paths: Sequence[str]) -> str:
-    shown = ", ".join(_shorten(path, 120) for path in paths[:_FILES])
-    more = len(paths) - _FILES
-    return shown + (f" and {more} more" if more > 0 else "")
+def _outcome(result: ToolResultBlock) -> tuple[str, str | None]:
+    """``(status, first error line)`` of a result: status ``""`` when it went through."""
+    content = result.content if isinstance(result.content, str) else ""
+    found = _EXIT.search(content)
+    code = next((group for group in found.groups() if group is not None), "0") if found else "0"
+    if not result.is_error and code == "0":
+        return "", None
+    # a line that says something: not a banner of '=' or '-' around one word (pytest's FAILURES)
+    lines = [line for line in content.splitlines() if len(line.strip(" =-_*#")) > len("FAILURES")]
+    line = next((line for line in lines if _ERROR_LINE.search(line)), lines[0] if lines else "failed")
+    return (f"exit {code}" if code != "0" else "error"), _shorten(line, _ERROR_CHARS)
+
+
+class _Recent:
+    """Keys in order of their last mention (newest last), each with a value; at most ``cap`` kept."""
+
+    __slots__ = ("cap", "entries", "forgotten")
+
+    def __init__(self, cap: int = _MAX_ENTRIES) -> None:
+        self.cap = cap
+        self.entries: OrderedDict[str, list[object]] = OrderedDict()
+        self.forgotten = 0
+
+    def touch(self, key: str) -> list[object]:
+        """The record of ``key`` (``[count, status]``), counted once more and moved to the newest end."""
+        record = self.entries.get(key)
+        if record is None:
+            record = self.entries[key] = [0, ""]
+            if len(self.entries) > self.cap:
+                self.entries.popitem(last=False)
+                self.forgotten += 1
+        else:
+            self.entries.move_to_end(key)
+        record[0] = int(str(record[0])) + 1
+        return record
+
+
+class DigestBuilder:
+    """Reads cut messages once, in history order, and renders the digest of all it has read.
+
+    ``consumed`` messages were fed; ``last_id`` is the id of the last one, so a caller can tell whether
+    a longer cut of the same history extends what was fed (feed the rest) or not (start a new builder).
+    """
+
+    def __init__(self, *, write_tools: Iterable[str] = DEFAULT_WRITE_TOOLS) -> None:
+        self.writers = frozenset(normalize_tool_name(name) for name in write_tools)
+        self.consumed = 0
+        self.last_id: str | None = None
+        self.used = 0  # messages neither local-only nor synthetic
+        self.request: tuple[str, str] | None = None  # (message id, text)
+        self.early: list[tuple[str, str]] = []
+        self.late: list[tuple[str, str]] = []
+        self.skipped = 0
+        self.changed = _Recent()  # path -> [count, "edit"/"write" ...]
+        self.read = _Recent()
+        self.calls: dict[str, _Recent] = {}  # tool -> identity -> [count, last status]
+        self.errors: OrderedDict[str, str] = OrderedDict()  # identity -> first error line, open
+        self.host: list[str] = []  # goals of the host's own compaction summaries, newest last
+        self.tools: Counter[str] = Counter()
+        self._pending: dict[str, tuple[str, str]] = {}  # call id -> (tool, identity)
+
+    def feed(self, messages: Iterable[CanonicalMessage]) -> None:
+        for message in messages:
+            self.consumed += 1
+            self.last_id = message.id
+            if message.flags.local_only or message.flags.synthetic:
+                continue
+            self.used += 1
+            if message.provenance.original_role in _HOST_SUMMARY_ROLES:
+                self._host_summary(_text(message))
+                continue
+            if message.role == "user" and not message.tool_result_ids:
+                self._instruction(message)
+            for block in message.blocks:
+                if isinstance(block, ToolCallBlock):
+                    self._call(block)
+                elif isinstance(block, ToolResultBlock):
+                    self._result(block)
+
+    def _instruction(self, message: CanonicalMessage) -> None:
+        text = _text(message).strip()
+        if not text or _TAG.search(text) or is_host_command(text):
+            return
+        if self.request is None:
+            self.request = (message.id, _shorten(text, _REQUEST_CHARS))
+            return
+        entry = (message.id, _shorten(text, _INSTRUCTION_CHARS))
+        if len(self.early) < _EARLY_INSTRUCTIONS:
+            self.early.append(entry)
+            return
+        self.late.append(entry)
+        if len(self.late) > _LATE_INSTRUCTIONS:
+            self.late.pop(0)
+            self.skipped += 1
+
+    def _host_summary(self, text: str) -> None:
+        if not text or _TAG.search(text):
+            return
+        for tag, body in _FILE_TAGS.findall(text):
+            for line in body.splitlines():
+                path = line.strip()
+                if path:
+                    if tag == "modified-files":
+                        self.changed.touch(_shorten(path, _ARGUMENT_CHARS))[1] = "per the host's summary"
+                    else:
+                        self.read.touch(_shorten(path, _ARGUMENT_CHARS))
+        goal = _GOAL.search(text)
+        gist = goal.group(1) if goal else _FILE_TAGS.sub("", text)
+        self.host = [*self.host[-3:], _shorten(gist, _REQUEST_CHARS)]
+
+    def _call(self, call: ToolCallBlock) -> None:
+        name, arguments = call.name, call.arguments
+        if not isinstance(name, str) or _TAG.search(repr(arguments)):
+            return
+        self.tools[name] += 1
+        tool = normalize_tool_name(name)
+        path = call_path(call)
+        short = _shorten(path, _ARGUMENT_CHARS) if path else None
+        if short is not None and tool in self.writers:
+            record = self.changed.touch(short)
+            record[1] = "write" if "write" in tool or "create" in tool else "edit"
+            identity = short
+        elif short is not None and tool in _READ_TOOLS:
+            self.read.touch(short)
+            identity = short
+        else:
+            main = _main_argument(arguments)
+            identity = _shorten(main, _ARGUMENT_CHARS) if main else ""
+            if tool in _SEARCH_TOOLS and isinstance(arguments, dict):
+                pattern = arguments.get("pattern") or arguments.get("query")
+                if isinstance(pattern, str) and pattern.strip() and short is not None:
+                    identity = f"`{_shorten(pattern, _ARGUMENT_CHARS)}` in {short}"
+            self.calls.setdefault(name, _Recent()).touch(identity)
+        if isinstance(call.id, str):
+            self._pending[call.id] = (name, identity)
+
+    def _result(self, result: ToolResultBlock) -> None:
+        found = self._pending.pop(result.tool_call_id, None)
+        if found is None:
+            return
+        name, identity = found
+        status, line = _outcome(result)
+        calls = self.calls.get(name)
+        if calls is not None and identity in calls.entries:
+            calls.entries[identity][1] = status
+        key = f"{name} {identity}".strip()
+        self.errors.pop(key, None)
+        if line is not None:
+            self.errors[key] = line  # open until the same call goes through
+            if len(self.errors) > _MAX_ENTRIES:
+                self.errors.popitem(last=False)
+
+    def source_ids(self) -> tuple[str, ...]:
+        """The requests the digest quotes (restore shows them)."""
+        quoted = [self.request, *self.early, *self.late] if self.request is not None else []
+        return tuple(message_id for message_id, _ in quoted if message_id)
+
+    def render(self, max_chars: int = TASK_DIGEST_MAX_CHARS) -> str | None:
+        """The digest within ``max_chars``: whole entries only, the oldest left out first, with counts."""
+        if not self.used or (self.request is None and not self.tools and not self.host):
+            return None
+        # What does not change from one compaction to the next comes first (the header, the original
+        # request, the first instructions, the host's summaries), then the lists that grow at their ends,
+        # then what moves (the latest instructions, the open errors, the counts): a provider's prompt
+        # cache keeps the longest run of unchanged text.
+        lines = [TASK_DIGEST_HEADER]
+        if self.request is not None:
+            lines.append(f"Original request: {self.request[1]}")
+        if self.early:
+            lines.append("First instructions:")
+            lines.extend(f"- {text}" for _, text in self.early)
+        lines.extend(f"Host summary of earlier work: {gist}" for gist in self.host)
+        moving: list[str] = []
+        if self.late:
+            more = f" ({self.skipped} before them not shown)" if self.skipped else ""
+            moving.append(f"Latest instructions, oldest first{more}:")
+            moving.extend(f"- {text}" for _, text in self.late)
+        counts = ", ".join(f"{name} {count}" for name, count in sorted(self.tools.items()))
+        tail = [f"Tool calls: {counts}"] if counts else []
+        tail.append(f"(from the {self.consumed} earlier messages this context leaves out)")
+        room = max_chars - sum(len(line) + 1 for line in lines + moving + tail)
+
+        def entries(records: _Recent, show: Callable[[str, list[object]], str]) -> list[str]:
+            return [show(key, record) for key, record in reversed(records.entries.items())]
+
+        def counted(key: str, record: list[object]) -> str:
+            count, status = int(str(record[0])), str(record[1])
+            extra = [f"x{count}"] if count > 1 else []
+            if status:
+                extra.append(status)
+            return f"{key} ({', '.join(extra)})" if extra else key
+
+        errors = [f"{key}: {line}" for key, line in reversed(self.errors.items())]
+        # (title, entries newest first, forgotten, separator, moving): in the order the budget serves them
+        sections: list[tuple[str, list[str], int, str, bool]] = [
+            ("Files changed", entries(self.changed, counted), self.changed.forgotten, ", ", False),
+            ("Open errors", errors[:_OPEN_ERRORS], max(0, len(errors) - _OPEN_ERRORS), "; ", True),
+        ]
+        for name in sorted(self.calls):
+            records = self.calls[name]
+            shown = [entry for entry in entries(records, counted) if entry]
+            sections.append((f"{name} calls", shown, records.forgotten, " | ", False))
+        read_only = [key for key in reversed(self.read.entries) if key not in self.changed.entries]
+        sections.append(("Files read", read_only, self.read.forgotten, ", ", False))
+        # every section's title first, then entries newest first, section by section, while they fit
+        taken: list[list[str]] = [[] for _ in sections]
+        room -= sum(len(title) + 24 for title, listed, _, _, _ in sections if listed)
+        for number, (_, listed, _, separator, _) in enumerate(sections):
+            for entry in listed:
+                cost = len(entry) + len(separator)
+                if cost > room:
+                    break
+                taken[number].append(entry)
+                room -= cost
+        body: list[str] = []
+        for (title, listed, forgotten, separator, moves), chosen in zip(sections, taken, strict=True):
+            if not listed:
+                continue
+            left = len(listed) - len(chosen) + forgotten
+            note = f" ({left} older not shown)" if left else ""
+            # oldest first on the line, so what a later compaction adds goes at the end
+            line = f"{title}{note}: {separator.join(reversed(chosen))}" if chosen else f"{title}{note}"
+            (moving if moves else body).append(line)
+        text = "\n".join([*lines, *body, *moving, *tail])
+        while len(text) > max_chars and len(lines) > 1:
+            lines.pop()  # a whole line at a time, should the instructions alone pass the budget
+            text = "\n".join([*lines, *body, *moving, *tail])
+        return text if len(text) <= max_chars else None
 
 
 def task_digest(
@@ -83,61 +351,25 @@ def task_digest(
     plan: ContextPlan,
     *,
     write_tools: Iterable[str] = DEFAULT_WRITE_TOOLS,
+    max_chars: int | None = None,
 ) -> SupplementalItem | None:
     """The digest of what ``plan`` cut from ``messages``, or None when it cut nothing usable.
 
     Messages flagged ``local_only`` or ``synthetic`` are left out of it. ``write_tools`` (normalised
-    names, as in the pruning configuration) decide which files count as changed.
+    names, as in the pruning configuration) decide which files count as changed. ``max_chars``
+    (default :func:`digest_chars` of the plan) bounds it.
     """
-    cut = [m for m in cut_messages(messages, plan) if not (m.flags.local_only or m.flags.synthetic)]
-    if not cut:
+    builder = DigestBuilder(write_tools=write_tools)
+    builder.feed(cut_messages(messages, plan))
+    return digest_item(builder, max_chars if max_chars is not None else digest_chars(plan))
+
+
+def digest_item(builder: DigestBuilder, max_chars: int) -> SupplementalItem | None:
+    """The supplement of what ``builder`` read, within ``max_chars``; None when there is nothing."""
+    text = builder.render(max_chars)
+    if text is None:
         return None
-    requests = [
-        (m, text) for m in cut if m.role == "user" and (text := _text(m).strip()) and not _TAG.search(text)
-    ]
-    writers = {normalize_tool_name(name) for name in write_tools}
-    read: dict[str, None] = {}
-    changed: dict[str, None] = {}
-    tools: Counter[str] = Counter()
-    for call in _calls(cut):
-        tools[call.name] += 1
-        path = call_path(call)
-        if path is not None and not _TAG.search(path):
-            (changed if normalize_tool_name(call.name) in writers else read)[path] = None
-    if not requests and not tools:
-        return None
-    lines = [f"[task state from the {len(cut)} earlier messages this context leaves out]"]
-    shown: list[CanonicalMessage] = []
-    if requests:
-        lines.append(f"Original request: {_shorten(requests[0][1], _REQUEST_CHARS)}")
-        later = requests[1:]
-        # Constraints tend to come early and the latest steps late: keep both ends, drop the middle.
-        head, tail = later[:_EARLY_INSTRUCTIONS], later[_EARLY_INSTRUCTIONS:][-_LATE_INSTRUCTIONS:]
-        skipped = len(later) - len(head) - len(tail)
-        shown = [requests[0][0], *(message for message, _ in head + tail)]
-        if later:
-            lines.append("Later instructions, oldest first:")
-            lines.extend(f"- {_shorten(text, _INSTRUCTION_CHARS)}" for _, text in head)
-            if skipped:
-                lines.append(f"- ({skipped} more not shown)")
-            lines.extend(f"- {_shorten(text, _INSTRUCTION_CHARS)}" for _, text in tail)
-    if changed:
-        lines.append(f"Files changed: {_listing(list(changed))}")
-    read_only = [path for path in read if path not in changed]
-    if read_only:
-        lines.append(f"Files read: {_listing(read_only)}")
-    if tools:
-        counts = ", ".join(f"{name} {count}" for name, count in sorted(tools.items()))
-        lines.append(f"Tool calls: {counts}")
-    text = "\n".join(lines)
-    if len(text) > TASK_DIGEST_MAX_CHARS:
-        text = text[: TASK_DIGEST_MAX_CHARS - 3] + "..."
-    return SupplementalItem(
-        id=TASK_DIGEST_ID,
-        kind="summary",
-        text=text,
-        source_ids=tuple(message.id for message in shown),
-    )
+    return SupplementalItem(id=TASK_DIGEST_ID, kind="summary", text=text, source_ids=builder.source_ids())
 
 
 def cut_key(messages: Sequence[CanonicalMessage], plan: ContextPlan) -> tuple[int, str | None, str | None]:
@@ -193,7 +425,9 @@ def settle_cut_supplements(
     ``planned_for`` is the cut key ``planned_with`` was built for (the previous step's). When ``plan``
     still cuts there, nothing is rebuilt and nothing is planned again: between compactions a step costs
     one plan, and the digest and the retrieved items stay byte-identical (updated in batches, at each
-    compaction, not at every step).
+    compaction, not at every step). The key returned is the cut of the plan returned, which was planned
+    with the supplements returned: should the passes end before the supplements sit on their own cut,
+    the next step at that cut still keeps them byte for byte instead of rebuilding them.
     """
     extra = planned_with
     built_for = planned_for
@@ -207,4 +441,4 @@ def settle_cut_supplements(
             break
         extra = fresh
         plan = replan(extra)
-    return SettledPlan(plan, extra, built_for if built_for is not None else cut_key(messages, plan))
+    return SettledPlan(plan, extra, cut_key(messages, plan))

@@ -14,37 +14,87 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from typing import Final
 
-from ds4_context_core import ModelDescriptor
+from ds4_context_core import CanonicalMessage, ModelDescriptor
 from ds4_context_core.planner import fast_chars_v1
 from ds4_context_engine.pi import PiContext, PiSession, pi_reported_usages
 
 from ._calibrate import calibration_profile
 
-__all__ = ["OVERHEAD_CALLS", "OVERHEAD_STEP", "usage_overhead"]
+__all__ = ["OVERHEAD_CALLS", "OVERHEAD_STEP", "MessagePrefix", "usage_overhead"]
 
 OVERHEAD_CALLS: Final = 16
 OVERHEAD_STEP: Final = 256
 
 
+class MessagePrefix:
+    """Where each entry's first message sits in a branch, the running ``chars-v1`` sums before each, and
+    the pinned messages' ids.
+
+    ``sync`` extends them with the messages appended since (a branch grows by appends): a plan at every
+    model call then costs what was appended, not a pass over the whole branch. Another branch view
+    (another first message, or a message that is not the very object it was: a host compaction, a
+    switched leaf, a pin that changed the messages' flags) starts them over.
+    """
+
+    __slots__ = ("first_position", "ids", "last", "pinned", "resets", "running")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.first_position: dict[str, int] = {}
+        self.running: list[int] = [0]
+        self.pinned: list[str] = []
+        self.last: CanonicalMessage | None = None
+        self.resets = 0
+
+    def sync(self, messages: Sequence[CanonicalMessage]) -> None:
+        held = len(self.ids)
+        if held and (
+            held > len(messages) or messages[0].id != self.ids[0] or messages[held - 1] is not self.last
+        ):
+            self.ids, self.first_position, self.running, self.pinned = [], {}, [0], []
+            self.resets += 1
+            held = 0
+        ids, positions, running, pinned = self.ids, self.first_position, self.running, self.pinned
+        for message in messages[held:]:
+            positions.setdefault(message.source_entry_id, len(ids))
+            ids.append(message.id)
+            running.append(running[-1] + fast_chars_v1(message))
+            if message.flags.pinned:
+                pinned.append(message.id)
+        if messages:
+            self.last = messages[-1]
+
+
 def usage_overhead(
-    session: PiSession, context: PiContext, model: ModelDescriptor, ratio: float
+    session: PiSession,
+    context: PiContext,
+    model: ModelDescriptor,
+    ratio: float,
+    *,
+    prefix: MessagePrefix | None = None,
 ) -> int | None:
-    """The overhead measured from the newest calls of ``model`` in ``context``, or ``None`` without any."""
-    first_position: dict[str, int] = {}
-    for position, message in enumerate(context.messages):
-        first_position.setdefault(message.source_entry_id, position)
+    """The overhead measured from the newest calls of ``model`` in ``context``, or ``None`` without any.
+
+    ``prefix`` (kept by the caller from call to call) saves the pass over the branch.
+    """
+    if prefix is None:
+        prefix = MessagePrefix()
+    prefix.sync(context.messages)
+    first_position = prefix.first_position
     profile = calibration_profile(model.provider, model.id)
     # a call from before the latest compaction was sent the history the compaction replaced
     compaction = session.entry(context.compaction_entry_id) if context.compaction_entry_id else None
     after_line = compaction.line if compaction is not None else -1
     calls: list[tuple[int, int]] = []  # (position of the answer, reported input)
-    for usage in reversed(pi_reported_usages(session)):
+    for usage in reversed(pi_reported_usages(session)):  # newest first
+        if usage.entry.line <= after_line:
+            break  # this one and all older ones were sent what the compaction replaced
         answer = first_position.get(usage.entry.id)
         if (
             answer is None
-            or usage.entry.line <= after_line
             or not usage.complete
             or not usage.input_tokens
             or usage.provider is None
@@ -57,9 +107,7 @@ def usage_overhead(
             break
     if not calls:
         return None
-    running = [0]
-    for message in context.messages[: max(position for position, _ in calls)]:
-        running.append(running[-1] + fast_chars_v1(message))
+    running = prefix.running
     overheads = [reported / max(ratio, 1.0) - running[position] for position, reported in calls]
     median = statistics.median(overheads)
     return max(0, math.ceil(median / OVERHEAD_STEP) * OVERHEAD_STEP)

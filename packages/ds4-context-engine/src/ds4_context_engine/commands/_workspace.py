@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -23,10 +24,16 @@ from ds4_context_engine.commands._calibrate import (
     record_calibration_samples,
     stored_calibration,
 )
-from ds4_context_engine.commands._digest import SettledPlan, cut_messages, settle_cut_supplements
-from ds4_context_engine.commands._digest import task_digest as build_task_digest
+from ds4_context_engine.commands._digest import (
+    DigestBuilder,
+    SettledPlan,
+    cut_messages,
+    digest_chars,
+    digest_item,
+    settle_cut_supplements,
+)
 from ds4_context_engine.commands._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut, summary_supplements
-from ds4_context_engine.commands._overhead import usage_overhead
+from ds4_context_engine.commands._overhead import MessagePrefix, usage_overhead
 from ds4_context_engine.commands._retrieval import (
     RETRIEVAL_HITS_DEFAULT,
     retrieval_candidates,
@@ -52,6 +59,7 @@ __all__ = ["DEFAULT_STORE_ENV", "ContextWorkspace", "default_store_location", "d
 DEFAULT_STORE_ENV: Final = "DS4_CONTEXT_STORE"
 # Below the summaries' 75: retrieved excerpts in front follow the summaries and are dropped first.
 RETRIEVED_FRONT_PRIORITY: Final = 70
+_DIGEST_READERS: Final = 4  # digest readers kept, for the cuts the planning passes of a step try
 
 
 def default_store_path() -> Path:
@@ -126,6 +134,10 @@ class ContextWorkspace:
         self._plan_key: tuple[Any, ...] | None = None
         self._settled: SettledPlan | None = None
         self._settled_version = 0  # the summaries version ``_settled`` was built with
+        # the task digest's reader, kept from plan to plan: a compaction feeds it what it newly cut only
+        self._digests: list[tuple[str | None, DigestBuilder]] = []
+        self._prefix = MessagePrefix()  # the branch's running token sums, for the measured overhead
+        self._candidates: tuple[tuple[Any, ...], tuple[tuple[CanonicalMessage, str], ...]] | None = None
         self._summaries_version = 0  # counts summaries remembered by this workspace
         self._local_summaries: dict[str, StoredSummary] = {}  # without a store
         self._summary_items: tuple[tuple[Any, ...], tuple[SupplementalItem, ...]] | None = None
@@ -333,15 +345,9 @@ class ContextWorkspace:
         key = (descriptor, dry_run, self._session, self.leaf_id, ratio, self._summaries_version, fixed)
         if self._plan is not None and self._plan_key == key:
             return self._plan
-        pinned = [message.id for message in context.messages if message.flags.pinned]
-        # None: the planner's own defaults, the same values without validating a model
-        config: Mapping[str, Any] | Ds4ContextConfig | None = (
-            None if self._config_result is None else self.config
-        )
-        if dry_run:
-            settings = self.config.model_dump()
-            settings["pruning"]["dry_run"] = True
-            config = settings
+        self._prefix.sync(context.messages)  # kept from plan to plan: what was appended is read
+        pinned = list(self._prefix.pinned)
+        config = self._planning_config(dry_run)
         state = None if dry_run else self._plan_state
         memory = self.memory_supplements()
         # What stood for the previous step's cut, tried first: while the cut stays, it is still right.
@@ -368,10 +374,7 @@ class ContextWorkspace:
 
         @functools.cache  # the search depends on the request only: one per call, whatever the passes
         def candidates() -> tuple[tuple[CanonicalMessage, str], ...]:
-            if store is None:
-                return ()
-            session_id = self._session.session_id
-            return retrieval_candidates(store, session_id, context.messages, limit=self.retrieval_hits)
+            return () if store is None else self._retrieval_candidates(store, context.messages)
 
         def cut_supplements(cut_plan: ContextPlan) -> tuple[SupplementalItem, ...]:
             """Accepted summaries of cut spans, the task digest, then the retrieved history it lacks."""
@@ -380,13 +383,8 @@ class ContextWorkspace:
             covered = tuple(item for item in summaries if cut_ids.issuperset(item.source_ids))
             digest = None
             if self.task_digest:
-                digest = build_task_digest(
-                    context.messages,
-                    cut_plan,
-                    write_tools=DEFAULT_WRITE_TOOLS
-                    if self._config_result is None
-                    else self.config.pruning.write_tools,
-                )
+                builder = self._digest_builder(context.messages, len(cut))
+                digest = digest_item(builder, digest_chars(cut_plan, beside=covered))
             # Retrieved excerpts are old history: they go in front, after the summaries, and stay there
             # until the next compaction, so a new request does not move them and the prefix survives.
             retrieved = tuple(
@@ -413,6 +411,66 @@ class ContextWorkspace:
                 self.store.record_manifest(self._session.session_id, body, leaf_id=context.leaf_id)
         self._plan, self._plan_key = plan, key
         return plan
+
+    def _planning_config(self, dry_run: bool) -> Mapping[str, Any] | Ds4ContextConfig | None:
+        """The configuration core plans with: the workspace's, in dry-run mode when asked, and without
+        core's own task digest while the engine's (a superset of its facts) stands in for it.
+
+        ``None`` (no configuration given, nothing to change) lets core plan with its plain defaults,
+        without validating a model (see the CLI's start-up figures).
+        """
+        if self._config_result is None and not dry_run and not self.task_digest:
+            return None
+        core_digest = self.task_digest and self.config.planner.task_digest
+        if not (dry_run or core_digest):
+            return self.config
+        settings = self.config.model_dump()
+        settings["pruning"]["dry_run"] = dry_run
+        settings["planner"]["task_digest"] = self.config.planner.task_digest and not core_digest
+        return settings
+
+    def _retrieval_candidates(
+        self, store: DerivedStore, messages: Sequence[CanonicalMessage]
+    ) -> tuple[tuple[CanonicalMessage, str], ...]:
+        """The search for the last user message, kept while it stays the last one.
+
+        The same request at a later step of its turn finds the same old messages (what was indexed since
+        is the recent tail, which the plan holds), so a turn searches once, not at every compaction.
+        """
+        request = next((m.id for m in reversed(messages) if m.role == "user"), None)
+        first = messages[0].id if messages else None  # a host compaction starts another branch view
+        key = (self._session.session_id, first, request, self.retrieval_hits)
+        if self._candidates is not None and self._candidates[0] == key:
+            return self._candidates[1]
+        found = retrieval_candidates(store, self._session.session_id, messages, limit=self.retrieval_hits)
+        self._candidates = (key, found)
+        return found
+
+    def _digest_builder(self, messages: Sequence[CanonicalMessage], cut: int) -> DigestBuilder:
+        """The digest reader fed with ``messages[:cut]``, from the furthest kept one that read a prefix.
+
+        The few newest readers are kept (the planning passes of one step may try a cut and come back to
+        an earlier one): a copy of the best is fed the rest, so a compaction reads what it newly cut.
+        """
+        first = messages[0].id if messages else None
+        best: DigestBuilder | None = None
+        for held_first, held in self._digests:
+            if (
+                held_first == first
+                and held.consumed <= cut
+                and (not held.consumed or messages[held.consumed - 1].id == held.last_id)
+                and (best is None or held.consumed > best.consumed)
+            ):
+                best = held
+        if best is not None and best.consumed == cut:
+            return best
+        builder = copy.deepcopy(best) if best is not None else None
+        if builder is None:
+            write_tools = DEFAULT_WRITE_TOOLS if self._config_result is None else self.config.pruning.write_tools
+            builder = DigestBuilder(write_tools=write_tools)
+        builder.feed(messages[builder.consumed : cut])
+        self._digests = [*self._digests[-(_DIGEST_READERS - 1) :], (first, builder)]
+        return builder
 
     def stored_summaries(self) -> tuple[StoredSummary, ...]:
         """The cached summary outcomes of this session: from the store, else kept in this workspace."""
@@ -459,7 +517,7 @@ class ContextWorkspace:
             self.fixed_tokens_source = "explicit"
             return self.fixed_tokens
         used = ratio if ratio is not None else calibration_prior(descriptor).ratio
-        measured = usage_overhead(self._session, context, descriptor, used)
+        measured = usage_overhead(self._session, context, descriptor, used, prefix=self._prefix)
         self.fixed_tokens_source = "none" if measured is None else "usage"
         return measured or 0
 

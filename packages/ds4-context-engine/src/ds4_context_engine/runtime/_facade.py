@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 import anyio
 import msgspec
@@ -13,8 +13,12 @@ import msgspec
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.adapter import CompletionRequest, CompletionResult, ToolDefinition
 from ds4_context_core.privacy import PrivacyPolicy
+from ds4_context_core.summaries import SummaryOutcome
 from ds4_context_core.tokens import TokenCalibration, TokenCalibrator
 from ds4_context_engine.providers import ModelReference, StreamEvent
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
 
 from ._errors import RuntimeOptionsError
 from ._fallback import (
@@ -240,6 +244,10 @@ class AgentRuntime:
         self._retry_policy = retry_policy
         self._sleep = sleep
         self._calibrators: dict[str, TokenCalibrator] = {}
+        # LLM summaries (RunOptions.summary_model): outcomes per session, kept for the runtime's lifetime,
+        # and, while the runtime is entered, the task group where a summary may finish between turns
+        self._summaries: dict[str, dict[str, SummaryOutcome]] = {}
+        self._background: TaskGroup | None = None
 
     def transport(self, provider: str) -> ProviderTransport:
         found = self._transports.get(provider)
@@ -318,6 +326,9 @@ class AgentRuntime:
             calibrators=self._calibrators,
             wire_format=self._wire_format,
             request_overhead=self._request_overhead,
+            summary_transport=self._route_transport,
+            summaries=self._summaries,
+            background=self._background,
         )
         return await run_turn(context, system_prompt, options)
 
@@ -329,10 +340,20 @@ class AgentRuntime:
                 await close()
 
     async def __aenter__(self) -> Self:
+        """Enter the runtime: background summaries may then outlive the turn that asked for them."""
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._background = group
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+        group, self._background = self._background, None
+        try:
+            if group is not None:
+                group.cancel_scope.cancel()  # a summary still out is dropped: nothing waits for it
+                await group.__aexit__(None, None, None)
+        finally:
+            await self.aclose()
 
 
 def create_runtime(

@@ -33,6 +33,7 @@ from ds4_context_core import (
     ToolResultBlock,
 )
 from ds4_context_core.adapter import CompletionCompleted, CompletionFallback, CompletionRequest
+from ds4_context_core.summaries import SummaryOutcome, summarize, summary_span_hash, summary_supplement
 from ds4_context_core.tokens import TokenCalibrator, estimate_text_tokens
 from ds4_context_engine._exceptions import RunStoppedError as _Stop
 from ds4_context_engine.providers import CompletionOutput, ModelReference, OutputToolCall, ToolDefinition
@@ -51,6 +52,7 @@ from ._run_options import (
     RunStep,
     RunToolRecord,
     StepPlanned,
+    SummaryFinished,
     ToolFinished,
     ToolStarted,
 )
@@ -58,7 +60,9 @@ from ._tool_lifecycle import TOOL_LIFECYCLE_STATES, ToolInvocationEvent, ToolLif
 from ._toolbox import HostToolOutcome, Toolbox, ToolOutcomeLike, ToolSpecLike, parallel_batches
 
 if TYPE_CHECKING:
-    from ds4_context_core.planner import ContextPlan, PlanState
+    from anyio.abc import TaskGroup
+
+    from ds4_context_core.planner import ContextPlan, PlanState, SupplementalItem
 
     from ._facade import ProviderRuntime
 
@@ -93,6 +97,12 @@ class RunContext(msgspec.Struct, kw_only=True):
     # What the system prompt and tools add to the payload the reference's transport really builds;
     # None when the transport cannot tell (a host transport): the loop then estimates the texts.
     request_overhead: _OverheadProbe = msgspec.field(default=lambda _reference, _model, _system, _tools: None)
+    # LLM summaries (RunOptions.summary_model): the transport of a reference, the outcomes kept per session
+    # across the runtime's turns (session key -> span hash -> outcome), and the runtime's background task
+    # group when it is entered (``async with runtime``), so a summary may finish between turns
+    summary_transport: Callable[[ModelReference], object | None] = msgspec.field(default=lambda _ref: None)
+    summaries: dict[str, dict[str, SummaryOutcome]] = msgspec.field(default_factory=dict)
+    background: TaskGroup | None = None
 
 
 class _Pending(msgspec.Struct, frozen=True, kw_only=True):
@@ -113,6 +123,7 @@ class _Checked(msgspec.Struct, kw_only=True):
     cwd: str
     session_path: Path | None
     persist: bool
+    summary: ModelReference | None = None
 
 
 def _names(value: object, field: str) -> tuple[str, ...] | None:
@@ -170,6 +181,14 @@ def _check(options: RunOptions, workspace: Path) -> _Checked:
     persist = options.persist if options.persist is not None else session_path is not None
     if persist and session_path is None:
         raise RuntimeOptionsError("run-invalid-options", "persist needs a session_path")
+    summary = None
+    if options.summary_model is not None:
+        summary = parse_fallback_chain([options.summary_model])[0].model
+        timeout = options.summary_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 3600:
+            raise RuntimeOptionsError(
+                "run-invalid-options", "summary_timeout_s must be from 0 to 3600 seconds"
+            )
     return _Checked(
         chain=chain,
         references=tuple(entry.model for entry in chain),  # type: ignore[attr-defined]
@@ -178,6 +197,7 @@ def _check(options: RunOptions, workspace: Path) -> _Checked:
         cwd=str(cwd),
         session_path=session_path,
         persist=bool(persist),
+        summary=summary,
     )
 
 
@@ -232,6 +252,13 @@ class _Turn:
         self.cancel = options.cancel
         self.text = ""
         self.all_specs: Mapping[str, ToolSpecLike] = {}
+        self.history_ids: set[str] = set()
+        self.summary_group: TaskGroup | None = None
+        self.summarizing = False
+        self.summary_failed: set[str] = set()  # spans whose call failed in this turn: asked at a later one
+        self.summary_seen: tuple[int, str, int] | None = None  # the cut last looked at, and the outcomes
+        path = checked.session_path
+        self.summary_key = str(path.resolve()) if path is not None else self.run_id
 
     # --- messages -------------------------------------------------------------------------------------
 
@@ -251,6 +278,7 @@ class _Turn:
 
     def add(self, message: CanonicalMessage) -> None:
         self.history.append(message)
+        self.history_ids.add(message.id)
         self.produced.append(message)
         self.unpersisted.append(message)
 
@@ -286,6 +314,7 @@ class _Turn:
             ) from None
         self.session_id = session_id
         self.history.extend(messages)
+        self.history_ids.update(message.id for message in messages)
         # a model may reuse an id of an earlier turn ("call_1"): such a call gets a fresh id instead
         self.used_call_ids.update(call for message in messages for call in message.tool_call_ids)
 
@@ -342,14 +371,96 @@ class _Turn:
             state=self.state,
             calibration_ratio=ratio,
             destination=destination,
+            supplemental=self.summary_items(),
         )
         fallback = plan.fallback
         if (fallback is not None and fallback.mode == "blocked") or not plan.messages:
             code = fallback.code if fallback is not None else "empty"
             raise _Stop("run-context-blocked", f"the planner sent nothing ({code[:64]})")
         self.state = plan.state
+        self.start_summary(step, plan)
         self.emit(StepPlanned(step=step, plan=plan, context_window=descriptor.context_window))
         return plan
+
+    # --- LLM summaries of what the plans cut (RunOptions.summary_model) ----------------------------------
+
+    def _outcomes(self) -> dict[str, SummaryOutcome]:
+        return self.context.summaries.setdefault(self.summary_key, {})
+
+    def summary_items(self) -> tuple[SupplementalItem, ...]:
+        """The accepted summaries whose whole span is on this history, oldest span first (by its order)."""
+        if self.checked.summary is None:
+            return ()
+        items = []
+        for outcome in self._outcomes().values():
+            if outcome.status == "accepted" and self.history_ids.issuperset(outcome.source_ids):
+                item = summary_supplement(outcome)
+                if item is not None:
+                    items.append(item)
+        return tuple(items)
+
+    def start_summary(self, step: int, plan: ContextPlan) -> None:
+        """Ask, in the background, for the summary of what ``plan`` cuts that no accepted one covers."""
+        reference, group = self.checked.summary, self.summary_group
+        if reference is None or group is None or self.summarizing or plan.fallback is not None:
+            return
+        kept = [
+            item.original_index
+            for item in plan.items
+            if item.kind in ("message", "trimmed-tool-result", "receipt") and item.original_index is not None
+        ]
+        cut = min(kept, default=0)
+        if cut <= 0:
+            return
+        # the span is looked for once per cut (at a compaction), not at every step: it is a pass over it
+        seen = (cut, self.history[cut - 1].id, len(self._outcomes()))
+        if seen == self.summary_seen:
+            return
+        self.summary_seen = seen
+        positions = {message.id: index for index, message in enumerate(self.history[:cut])}
+        covered = 0
+        for outcome in self._outcomes().values():
+            at = [positions.get(source) for source in outcome.source_ids]
+            if outcome.status == "accepted" and at and all(p is not None for p in at):
+                covered = max(covered, max(p for p in at if p is not None) + 1)
+        span = tuple(self.history[covered:cut])
+        if not span:
+            return
+        span_hash = summary_span_hash(span)
+        if span_hash in self._outcomes() or span_hash in self.summary_failed:
+            return  # accepted or rejected already (one call per span), or failed in this turn
+        transport = self.context.summary_transport(reference)
+        complete = getattr(transport, "complete", None)
+        if complete is None:
+            return
+        descriptor = self.context.describe_model(reference, self.options)
+        self.summarizing = True
+        group.start_soon(self.summarize, step, span, span_hash, complete, descriptor)
+
+    async def summarize(
+        self,
+        step: int,
+        span: tuple[CanonicalMessage, ...],
+        span_hash: str,
+        complete: Callable[[CompletionRequest], Awaitable[Any]],
+        descriptor: ModelDescriptor,
+    ) -> None:
+        try:
+            outcome = await summarize(
+                span, complete, model=descriptor, timeout_s=self.options.summary_timeout_s
+            )
+        except Exception:  # summarize raises only for bad arguments; either way the turn goes on
+            outcome = None
+        finally:
+            self.summarizing = False
+        if outcome is None or outcome.status == "failed":
+            self.summary_failed.add(span_hash)
+        else:
+            self._outcomes()[span_hash] = outcome  # accepted, or rejected with its code: never asked again
+        status, code = (
+            ("failed", "summary-transport-failed") if outcome is None else (outcome.status, outcome.code)
+        )
+        self.emit(SummaryFinished(step=step, status=status, code=code, messages=len(span)))
 
     async def call_model(
         self,
@@ -442,6 +553,7 @@ class _Turn:
         if not messages:
             return
         ids = {message.id for message in messages}
+        self.history_ids -= ids
         for bucket in (self.history, self.produced, self.unpersisted):
             bucket[:] = [message for message in bucket if message.id not in ids]
 
@@ -757,6 +869,32 @@ async def _set_up(turn: _Turn, inputs: list[CanonicalMessage]) -> _Setup:
 
 
 async def _drive(turn: _Turn, inputs: list[CanonicalMessage]) -> RunResult:
+    """The turn's steps; with summaries on, inside a task group for the background summary calls.
+
+    The runtime's own group (when it is entered) lets a summary finish between turns; otherwise a
+    summary still running when the turn ends is cancelled, and asked again at a later turn.
+    """
+    if turn.checked.summary is None:
+        return await _steps(turn, inputs)
+    if turn.context.background is not None:
+        turn.summary_group = turn.context.background
+        return await _steps(turn, inputs)
+    ended: list[RunResult | _Stop] = []
+    async with anyio.create_task_group() as group:
+        turn.summary_group = group
+        try:
+            ended.append(await _steps(turn, inputs))
+        except _Stop as stop:
+            ended.append(stop)
+        finally:
+            turn.summary_group = None
+            group.cancel_scope.cancel()  # the turn never waits for a summary
+    if isinstance(ended[0], _Stop):
+        raise ended[0]
+    return ended[0]
+
+
+async def _steps(turn: _Turn, inputs: list[CanonicalMessage]) -> RunResult:
     options = turn.options
     setup = await _set_up(turn, inputs)
     previous_signature: bytes | None = None

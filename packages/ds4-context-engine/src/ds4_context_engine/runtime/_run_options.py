@@ -26,6 +26,7 @@ __all__ = [
     "RUN_ERROR_CODES",
     "RUN_MAX_STEPS_LIMIT",
     "RUN_STOP_REASONS",
+    "RUN_SUMMARY_TIMEOUT_S",
     "TOOL_EXECUTION_MODES",
     "ModelStreamed",
     "RunEvent",
@@ -34,6 +35,7 @@ __all__ = [
     "RunStep",
     "RunToolRecord",
     "StepPlanned",
+    "SummaryFinished",
     "ToolExecutionMode",
     "ToolFinished",
     "ToolStarted",
@@ -45,6 +47,7 @@ RUN_DEFAULT_MAX_STEPS: Final = 50
 RUN_MAX_STEPS_LIMIT: Final = 10_000
 RUN_DEFAULT_MAX_REPEATED_STEPS: Final = 4
 RUN_STOP_REASONS: Final = ("completed", "error")
+RUN_SUMMARY_TIMEOUT_S: Final = 60.0
 
 # What the seed's facade took away on purpose: project discovery and provider-owned behaviour. Each is
 # refused with ``runtime-option-removed`` rather than silently ignored; the docs name the replacement.
@@ -90,6 +93,13 @@ class RunOptions:
     ``max_output_tokens`` describe the model when the runtime has no descriptor for it. ``on_event`` gets
     the turn's events as they happen (deltas, plans, tools).
 
+    ``summary_model`` (``"<provider>:<model>"``, off by default) turns on LLM summaries of what the plans
+    cut: when a plan leaves out history that no accepted summary covers, the runtime asks that model
+    (through its transport for the provider) for the ``summary-contract-v1`` summary of the span in the
+    background, within ``summary_timeout_s``, and the next plans place an accepted one in front of the
+    history. The turn never waits for it: a summary that fails, is rejected or is not back in time leaves
+    the plans with their receipts and digest.
+
     The five removed options of the seed's facade are declared so that passing one is refused with a
     coded error, not ignored.
     """
@@ -113,6 +123,8 @@ class RunOptions:
     attempt_timeout_s: float | None = None
     deadline_s: float | None = 600.0
     on_event: Callable[[RunEvent], object] | None = None
+    summary_model: str | ModelReference | None = None
+    summary_timeout_s: float = RUN_SUMMARY_TIMEOUT_S
     # removed: see REMOVED_RUN_OPTIONS
     setting_sources: object = None
     codex_load_project_docs: object = None
@@ -217,4 +229,16 @@ class ToolFinished:
     record: RunToolRecord
 
 
-RunEvent: TypeAlias = StepPlanned | ModelStreamed | ToolStarted | ToolFinished
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SummaryFinished:
+    """A background summary of a cut span came back (``summary_model``): ``accepted`` (the next plans
+    place it), ``rejected`` (its check's code; never asked again) or ``failed`` (asked at a later turn).
+    Metadata only: the summary's text is in the plans that place it."""
+
+    step: int
+    status: str
+    code: str | None
+    messages: int
+
+
+RunEvent: TypeAlias = StepPlanned | ModelStreamed | ToolStarted | ToolFinished | SummaryFinished
