@@ -175,11 +175,14 @@ def test_the_digest_skips_host_commands_and_keeps_requests_files_commands_and_op
     assert "/model" not in text
     assert "- Also keep the old file format readable." in text
     assert "- src/store.py" in text
-    assert "- pytest -q tests/test_store.py: exit 0" in text  # its last outcome
+    # one line per command: how often it ran and its last outcome
+    assert "- pytest -q tests/test_store.py (x2): exit 0" in text
+    assert text.count("pytest -q tests/test_store.py") == 2  # once among the commands, once an error
     assert "- ruff check src: exit 1" in text
-    errors = text.split("Open errors")[1].split("Files changed")[0]
-    assert "ruff check src" in errors
-    assert "pytest" not in errors  # the failed test run went through since: no longer open
+    errors = text.split("Errors, newest first")[1].split("Files changed")[0]
+    assert "- ruff check src: src/x.py:1:1: error F401\n" in errors  # still open
+    # the failed test run went through since: said so, not dropped
+    assert "- pytest -q tests/test_store.py: E ValueError: empty (passed since)" in errors
 
 
 def test_the_digest_reads_a_pi_compaction_summary():

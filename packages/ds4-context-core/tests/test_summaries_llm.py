@@ -241,7 +241,12 @@ def test_the_planner_places_summaries_in_front_in_the_order_of_their_spans() -> 
         ("summary", "ds4-supplement:a-digest"),
         ("retrieved-history", "ds4-supplement:r1"),
     ]
-    assert plan.items[4].kind not in {"summary", "retrieved-history"}
+    # then the planner's own task digest: the item that changes whenever the cut moves comes last
+    assert (plan.items[4].kind, plan.items[4].message_id) == (
+        "summary",
+        "ds4-supplement:ds4-core-task-digest",
+    )
+    assert plan.items[5].kind not in {"summary", "retrieved-history"}
     bad = SupplementalItem(id="r2", kind="memory", text="x", placement="back")  # type: ignore[arg-type]
     excluded = plan_context(history, model=MODEL, supplemental=[bad]).manifest.exclusions
     assert any(exclusion.reason == "supplement-invalid" for exclusion in excluded)

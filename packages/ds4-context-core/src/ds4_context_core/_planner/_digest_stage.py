@@ -92,9 +92,13 @@ def digest_supplement(inputs: PlanInputs, decisions: Decisions, room: int | None
             decisions.digest = DigestState(cut=cut, builder=held.builder, supplement=supplement)
             return supplement
     if held is not None and held.builder is not None and held.builder.consumed <= cut:
-        builder = copy.deepcopy(held.builder)  # an older state passed again must find its own intact
+        # One this plan made (before its compaction) no state holds yet; an older one is copied, so that
+        # an older state passed again finds its own intact.
+        fresh = held.builder is decisions.fresh_builder
+        builder = held.builder if fresh else copy.deepcopy(held.builder)
     else:
         builder = TaskDigestBuilder()
+    decisions.fresh_builder = builder
     view = inputs.index.view
     builder.feed(view[position] for position in range(builder.consumed, cut))
     supplement = _render(inputs, builder, limit)
@@ -103,11 +107,12 @@ def digest_supplement(inputs: PlanInputs, decisions: Decisions, room: int | None
 
 
 def place_digest(window: Window, supplement: Supplement | None) -> None:
-    """Put ``supplement`` first among the window's supplements (replacing an older digest)."""
+    """Put ``supplement`` after the window's other supplements (replacing an older digest): the host's
+    items, which change less often, stay in front of it in the cached prefix."""
     old = next((s for s in window.supplements if s.item_id == TASK_DIGEST_ITEM_ID), None)
     if old is not None:
         window.supplements.remove(old)
         window.usage -= old.tokens
     if supplement is not None:
-        window.supplements.insert(0, supplement)
+        window.supplements.append(supplement)
         window.usage += supplement.tokens

@@ -31,7 +31,7 @@ from ._digest_stage import digest_reserve, digest_supplement, place_digest
 from ._emit import Emitted, emit
 from ._fallback import empty_budget, fallback_plan
 from ._index import HistoryIndex, HistoryIndexError, MessageSanitizer, TokenEstimator, sync_index
-from ._mandatory import select_mandatory
+from ._mandatory import release_front, retain_front, select_mandatory
 from ._manifest import build_manifest, record_exclusions
 from ._plan import ContextPlan, restore
 from ._pruning import DefaultJudge, Judge
@@ -179,13 +179,14 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
     index = inputs.index
     decisions = adopt_state(state, inputs)
     mandatory = select_mandatory(inputs, decisions)
+    retained = retain_front(inputs, decisions, mandatory)
     current = index.current_request()
     assert current is not None  # select_mandatory raised otherwise
     supplements = select_supplements(inputs, decisions, index.view[current])
     jumped = skip_far_history(inputs, decisions)
     digest = digest_supplement(inputs, decisions)
-    if digest is not None:
-        supplements.insert(0, digest)
+    if digest is not None:  # after the host's items: it is the one that changes whenever the cut moves
+        supplements.append(digest)
     window = open_window(inputs, decisions, mandatory, supplements)
     if window.usage > inputs.budget.soft_limit or jumped:
         # The compaction works around the digest as around a mandatory item (it is bounded, and a
@@ -195,7 +196,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         room = max(0, digest_reserve(inputs) - held)
         if digest is not None:
             window.supplements.remove(digest)
-        window.usage += room
+        window.usage += room - release_front(inputs, mandatory, retained)
         cut = decisions.cut
         compact(inputs, decisions, window, mandatory, jumped)
         window.usage -= room + held
@@ -204,6 +205,8 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         else:  # within whatever room the hard limit leaves
             room = inputs.budget.hard_limit - window.usage
             place_digest(window, digest_supplement(inputs, decisions, room))
+    if decisions.cut > 0 and _all_sent_before_cut(inputs, decisions, mandatory):
+        place_digest(window, None)  # it would only repeat what the plan sends verbatim
     if window.usage > inputs.budget.hard_limit:
         raise FallbackError("hard-limit-exceeded", "mandatory items and fixed overhead do not fit")
     tail = decisions.tail_start(window.units, inputs.budget.recent_tail_ceiling)
@@ -237,6 +240,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         previous_messages=plan_messages,
         estimator=inputs.estimator,
         digest=decisions.digest,
+        front=tuple(sorted(root for root in mandatory if root < decisions.cut)),
     )
     return ContextPlan(
         messages=plan_messages,
@@ -248,6 +252,13 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         _source=inputs.messages,
         _positions=index.position_of,
     )
+
+
+def _all_sent_before_cut(inputs: PlanInputs, decisions: Decisions, mandatory: Mapping[int, object]) -> bool:
+    """Whether every message before the cut is in a mandatory unit, which the plan sends verbatim."""
+    cut, members_of = decisions.cut, inputs.index.unit_members
+    kept = sum(1 for root in mandatory if root < cut for p in members_of(root) if p < cut)
+    return kept >= cut
 
 
 def _validated_total(
