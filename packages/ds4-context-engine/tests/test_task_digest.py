@@ -9,7 +9,12 @@ from _long_session import FIRST_REQUEST, pi_message, write_long_session
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.planner import plan_context
 from ds4_context_engine.commands import ContextWorkspace, context_restore
-from ds4_context_engine.commands._digest import TASK_DIGEST_MAX_CHARS, cut_messages, task_digest
+from ds4_context_engine.commands._digest import (
+    TASK_DIGEST_ID,
+    TASK_DIGEST_MAX_CHARS,
+    cut_messages,
+    task_digest,
+)
 from ds4_context_engine.pi import append_pi_entries
 
 MODEL = ModelDescriptor(provider="openai", id="gpt-4.1-mini", context_window=32_000, max_tokens=2_000)
@@ -37,7 +42,9 @@ def session_path(tmp_path):
 
 def _digest_of(plan):
     items = [(item, message) for item, message in zip(plan.items, plan.messages, strict=True)]
-    found = [(item, message) for item, message in items if item.kind == "summary"]
+    # the engine's digest (core's own task digest, on by default, is another summary item)
+    engine_id = "ds4-supplement:" + TASK_DIGEST_ID
+    found = [(item, message) for item, message in items if item.kind == "summary" and message.id == engine_id]
     return found[0] if found else (None, None)
 
 

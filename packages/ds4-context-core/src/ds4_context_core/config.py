@@ -204,7 +204,7 @@ class PlannerConfig(_Section):
         default=0.2, ge=0.0, le=0.9, description="Least share of the hard limit one compaction frees."
     )
     compaction_low_water_ratio: float = Field(
-        default=0.35,
+        default=0.5,
         gt=0.0,
         le=1.0,
         description="Share of the room for history (the hard limit less the fixed overhead and the task "

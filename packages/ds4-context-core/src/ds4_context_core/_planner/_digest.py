@@ -106,10 +106,11 @@ class _Recent:
     """Keys in order of their last mention (newest last), each with a value and how many times it was
     mentioned; at most ``cap`` kept."""
 
-    __slots__ = ("cap", "counts", "entries", "forgotten")
+    __slots__ = ("cap", "counting", "counts", "entries", "forgotten")
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, *, counting: bool = False) -> None:
         self.cap = cap
+        self.counting = counting  # whether mentions are counted (only the commands show a count)
         self.entries: OrderedDict[str, str] = OrderedDict()
         self.counts: dict[str, int] = {}
         self.forgotten = 0
@@ -119,7 +120,7 @@ class _Recent:
         if key in entries:
             entries.move_to_end(key)
         entries[key] = value
-        if mention or key not in self.counts:
+        if self.counting and (mention or key not in self.counts):
             self.counts[key] = self.counts.get(key, 0) + 1
         if len(entries) > self.cap:
             gone, _ = entries.popitem(last=False)
@@ -147,7 +148,7 @@ class TaskDigestBuilder:
         self.instructions = _Recent(cap)
         self.changed = _Recent(cap)  # path -> what was done to it
         self.read = _Recent(cap)  # path -> "read"
-        self.commands = _Recent(cap)  # command -> its last outcome
+        self.commands = _Recent(cap, counting=True)  # command -> its last outcome (and its runs)
         self.searches = _Recent(cap)  # "grep pattern in path" -> ""
         self.other = _Recent(cap)  # "tool argument" -> ""
         self.errors = _Recent(cap)  # call identity -> its first error line (and whether it passed since)
@@ -249,7 +250,7 @@ class TaskDigestBuilder:
         if failed:
             line = first_error_line(content) or (content.strip().splitlines() or ["failed"])[0]
             self.errors.put(key, _fold(line, _ENTRY_CHARS))
-        else:
+        elif key in self.errors.entries:
             self.errors.close(key)  # the same call went through since: no longer open, said so
 
     def _user_shell(self, text: str) -> None:

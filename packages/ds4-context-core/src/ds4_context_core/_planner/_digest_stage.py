@@ -22,6 +22,7 @@ TASK_DIGEST_ITEM_ID: Final = "ds4-core-task-digest"
 _DIGEST_SHARE: Final = 8
 _MAX_DIGEST_TOKENS: Final = 8_000
 _CHARS_PER_TOKEN: Final = 4
+_STEADIER_KINDS: Final = frozenset({"memory", "summary"})
 
 
 def digest_reserve(inputs: PlanInputs) -> int:
@@ -107,12 +108,22 @@ def digest_supplement(inputs: PlanInputs, decisions: Decisions, room: int | None
 
 
 def place_digest(window: Window, supplement: Supplement | None) -> None:
-    """Put ``supplement`` after the window's other supplements (replacing an older digest): the host's
-    items, which change less often, stay in front of it in the cached prefix."""
+    """Put ``supplement`` among the window's supplements (replacing an older digest)."""
     old = next((s for s in window.supplements if s.item_id == TASK_DIGEST_ITEM_ID), None)
     if old is not None:
         window.supplements.remove(old)
         window.usage -= old.tokens
     if supplement is not None:
-        window.supplements.append(supplement)
+        insert_digest(window.supplements, supplement)
         window.usage += supplement.tokens
+
+
+def insert_digest(supplements: list[Supplement], digest: Supplement) -> None:
+    """Right after the host's memory and summaries, which change less often than the digest (it changes
+    whenever the cut moves), and before the rest (retrieved history changes with every request): what
+    changes least comes first in the cached prefix."""
+    at = 0
+    for number, supplement in enumerate(supplements):
+        if supplement.item.kind in _STEADIER_KINDS:
+            at = number + 1
+    supplements.insert(at, digest)

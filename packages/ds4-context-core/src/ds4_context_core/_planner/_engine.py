@@ -27,7 +27,7 @@ from ds4_context_core.config import Ds4ContextConfig, load_config
 
 from ._budget import BudgetError, compute_budget
 from ._decisions import Decisions, FallbackError, PlanInputs
-from ._digest_stage import digest_reserve, digest_supplement, place_digest
+from ._digest_stage import digest_reserve, digest_supplement, insert_digest, place_digest
 from ._emit import Emitted, emit
 from ._fallback import empty_budget, fallback_plan
 from ._index import HistoryIndex, HistoryIndexError, MessageSanitizer, TokenEstimator, sync_index
@@ -185,8 +185,8 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
     supplements = select_supplements(inputs, decisions, index.view[current])
     jumped = skip_far_history(inputs, decisions)
     digest = digest_supplement(inputs, decisions)
-    if digest is not None:  # after the host's items: it is the one that changes whenever the cut moves
-        supplements.append(digest)
+    if digest is not None:
+        insert_digest(supplements, digest)
     window = open_window(inputs, decisions, mandatory, supplements)
     if window.usage > inputs.budget.soft_limit or jumped:
         # The compaction works around the digest as around a mandatory item (it is bounded, and a
@@ -207,6 +207,9 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
             place_digest(window, digest_supplement(inputs, decisions, room))
     if decisions.cut > 0 and _all_sent_before_cut(inputs, decisions, mandatory):
         place_digest(window, None)  # it would only repeat what the plan sends verbatim
+    if decisions.compaction is not None and decisions.compaction.tokens_after != window.usage:
+        # the compaction counted room for the digest; what the plan holds is what it placed
+        decisions.compaction = msgspec.structs.replace(decisions.compaction, tokens_after=window.usage)
     if window.usage > inputs.budget.hard_limit:
         raise FallbackError("hard-limit-exceeded", "mandatory items and fixed overhead do not fit")
     tail = decisions.tail_start(window.units, inputs.budget.recent_tail_ceiling)
