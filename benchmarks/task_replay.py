@@ -20,7 +20,10 @@ Per step, a plan is checked against the whole branch so far (for a Pi session, a
 - call identities: for every tool call of the request, its main argument (command, path, pattern ...;
   whitespace folded, the first 80 characters) appears in the plan's text, or the call is there verbatim;
 - errors: for each of the last 10 tool results that failed (``is_error``, or a non-zero exit code), the
-  result is there verbatim or its first error line (80 characters) appears in the plan's text;
+  result is there verbatim or its error line (80 characters) appears in the plan's text: the first line
+  that reads like an error and names it (a ``==== FAILURES ====`` banner or a bare ``Traceback (most
+  recent call last):`` header names nothing). The first version of this check took the first line that
+  reads like an error at all; that figure is still reported (``... first matching line``);
 - shared prefix: the tokens a plan shares with the previous one, over its history tokens (mean,
   median, p10);
 - tokens saved: 1 - planned / native tokens over the steps whose native request passes the hard limit;
@@ -101,8 +104,18 @@ def message_text(message: CanonicalMessage) -> str:
     return _fold("\n".join(parts))
 
 
-def _failed(message: CanonicalMessage) -> str | None:
-    """The first error line of a failed tool result (folded, 80 chars), or None when it did not fail."""
+def _says_which(line: str) -> bool:
+    """Whether an error line names the error: not a banner (``==== FAILURES ====``) and not a bare
+    ``Traceback (most recent call last):`` header, which only say that something failed."""
+    words = re.sub(r"[=_*#~\-]{3,}", " ", line).strip()
+    banner = words != line.strip() and len(words.split()) <= 2
+    return bool(words) and not banner and not words.lower().startswith("traceback (most recent call last)")
+
+
+def _failed(message: CanonicalMessage) -> tuple[str, str] | None:
+    """The error line of a failed tool result (folded, 80 chars), or None when it did not fail: the
+    first line that reads like an error and names it, and the first line that reads like an error at all
+    (the rule of the first version of this check, still reported)."""
     for block in message.blocks:
         text = block.content if isinstance(block, ToolResultBlock) else getattr(block, "text", None)
         if not isinstance(text, str):
@@ -111,8 +124,10 @@ def _failed(message: CanonicalMessage) -> str | None:
         code = next((g for g in exit_match.groups() if g is not None), "0") if exit_match else "0"
         if (isinstance(block, ToolResultBlock) and block.is_error) or code != "0":
             lines = [line for line in text.splitlines() if line.strip()]
-            error = next((line for line in lines if _ERROR_LINE.search(line)), lines[0] if lines else "")
-            return _fold(error)[:_ARG_CHARS]
+            matching = [line for line in lines if _ERROR_LINE.search(line)]
+            first = matching[0] if matching else (lines[0] if lines else "")
+            named = next((line for line in matching if _says_which(line)), first)
+            return _fold(named)[:_ARG_CHARS], _fold(first)[:_ARG_CHARS]
     return None
 
 
@@ -128,6 +143,7 @@ class Scores:
     paths: list[float] = field(default_factory=list)
     identities: list[float] = field(default_factory=list)
     errors: list[float] = field(default_factory=list)
+    errors_first_line: list[float] = field(default_factory=list)
     prefix: list[float] = field(default_factory=list)
     planned_over: int = 0
     native_over: int = 0
@@ -194,10 +210,12 @@ def check(step: Step, plan: ContextPlan, scores: Scores) -> None:
         recovered = sum(1 for (_, argument), found in identities.items() if found or argument in text)
         scores.identities.append(recovered / len(identities))
     results = [m for m in history if m.role == "tool"][-10:]
-    failed = [(m, line) for m in results if (line := _failed(m)) is not None]
+    failed = [(m, lines) for m in results if (lines := _failed(m)) is not None]
     if failed:
-        present = sum(1 for m, line in failed if verbatim(m) or (line and line in text))
+        present = sum(1 for m, (line, _) in failed if verbatim(m) or (line and line in text))
         scores.errors.append(present / len(failed))
+        present = sum(1 for m, (_, line) in failed if verbatim(m) or (line and line in text))
+        scores.errors_first_line.append(present / len(failed))
 
 
 def canonical_steps(history: list[CanonicalMessage]) -> list[Step]:
@@ -327,6 +345,7 @@ def summary(scores: Scores) -> dict[str, Any]:
         "modified paths": _pct(scores.paths),
         "call identities": _pct(scores.identities),
         "errors of last 10 results": _pct(scores.errors),
+        "  ... first matching line": _pct(scores.errors_first_line),
         "shared prefix mean": f"{statistics.fmean(scores.prefix):.3f}" if scores.prefix else "-",
         "shared prefix median": f"{statistics.median(scores.prefix):.3f}" if scores.prefix else "-",
         "shared prefix p10": f"{_quantile(scores.prefix, 0.1):.3f}",

@@ -234,10 +234,15 @@ def test_current_request_larger_than_the_window_is_trimmed_to_fit():
 
 
 def test_old_message_larger_than_the_window_is_simply_dropped():
-    history = [user("u1"), say("huge", "z" * 400_000), user("u2")]
+    history = [user("u1", "port the parser"), say("huge", "z" * 400_000), user("u2")]
     plan = plan_context(history, model=model())
     assert plan.ok
-    assert [m.id for m in plan.messages] == ["s:u2"]
+    # of the history only the current request is sent; the task digest in front keeps the first request
+    assert [m.id for m in plan.messages] == ["ds4-supplement:ds4-core-task-digest", "s:u2"]
+    digest = plan.messages[0].blocks[0].text
+    assert "Original request: port the parser" in digest
+    assert "zzz" not in digest
+    assert plan.budget.total_tokens <= plan.budget.hard_limit
 
 
 def test_pins_above_their_cap_fall_back():
@@ -260,7 +265,8 @@ def test_pins_survive_the_cut_in_front_of_the_window():
         calibration_ratio=1.0,
     )
     ids = [m.id for m in plan.messages]
-    assert ids[0] == "s:keep"
+    # in front of the window: the task digest of what the cut left out, then the pin
+    assert ids[:2] == ["ds4-supplement:ds4-core-task-digest", "s:keep"]
     assert "s:label" in ids
     assert ids[-1] == "s:u2"
     kinds = {item.message_id: (item.kind, item.reason) for item in plan.items}
@@ -358,6 +364,12 @@ def test_sanitizer_output_is_what_the_provider_sees():
     assert history[0].blocks[0].text == "password hunter2"
 
 
+# Layer 1 and 2 run between the cut and the recent tail. With the default low-water mark a compaction of
+# this long a history in a 40k window goes so deep that the cut does most of the work; these tests pin the
+# mark at the soft limit (the behaviour before it existed) to look at the layers themselves.
+LAYERS = {"planner": {"compaction_low_water_ratio": 1.0}}
+
+
 def _coding_history(steps, size=3_000):
     history = [user("u0", "fix the failing test")]
     for i in range(steps):
@@ -368,7 +380,7 @@ def _coding_history(steps, size=3_000):
 
 def test_layer1_trims_old_results_and_restore_returns_the_original():
     history = [*_coding_history(60), user("u1", "now add a test")]
-    plan = plan_context(history, model=model(40_000, 4_000))
+    plan = plan_context(history, model=model(40_000, 4_000), config=LAYERS)
     assert plan.ok
     trimmed = [item for item in plan.items if item.kind == "trimmed-tool-result"]
     assert trimmed
@@ -386,7 +398,7 @@ def test_layer1_trims_old_results_and_restore_returns_the_original():
 def test_layer2_receipts_replace_read_only_steps_and_restore_them():
     history = [*_coding_history(60), user("u1", "now add a test")]
     # trimming disabled in effect (huge head), so receipts must do the work
-    config = {"pruning": {"head_chars": 100_000}}
+    config = {"pruning": {"head_chars": 100_000}, **LAYERS}
     plan = plan_context(history, model=model(40_000, 4_000), config=config, calibration_ratio=1.0)
     assert plan.ok
     receipts = [item for item in plan.items if item.kind == "receipt"]
@@ -397,7 +409,7 @@ def test_layer2_receipts_replace_read_only_steps_and_restore_them():
     assert "- read src/" in text
     # without a restore tool the host offers, the receipt names no id the model could not use
     assert receipt_item.message_id not in text
-    offered = {"pruning": {"head_chars": 100_000, "restore_tool": "ds4_restore"}}
+    offered = {"pruning": {"head_chars": 100_000, "restore_tool": "ds4_restore"}, **LAYERS}
     again = plan_context(history, model=model(40_000, 4_000), config=offered, calibration_ratio=1.0)
     offered_item = next(item for item in again.items if item.kind == "receipt")
     offered_text = again.messages[again.items.index(offered_item)].blocks[0].text
@@ -433,12 +445,17 @@ def test_evidence_and_write_tools_are_never_receipted():
 
 def test_dry_run_reports_but_changes_nothing():
     history = [*_coding_history(60), user("u1")]
-    plan = plan_context(history, model=model(40_000, 4_000), config={"pruning": {"dry_run": True}})
+    plan = plan_context(history, model=model(40_000, 4_000), config={"pruning": {"dry_run": True}, **LAYERS})
     assert plan.ok
     assert plan.manifest.compaction.dry_run is True
     assert plan.manifest.compaction.trimmed_message_ids
     assert not [item for item in plan.items if item.kind in ("trimmed-tool-result", "receipt")]
-    assert all(message in history for message in plan.messages)
+    # every history message is sent as it is (the task digest in front is a supplement, not history)
+    assert all(
+        message in history
+        for message, item in zip(plan.messages, plan.items, strict=True)
+        if item.kind != "summary"
+    )
 
 
 def test_never_prune_tools_are_kept_verbatim():
@@ -456,7 +473,7 @@ def test_failing_judge_is_reported_and_the_default_judge_takes_over():
             raise RuntimeError("remote judge down")
 
     history = [*_coding_history(60), user("u1")]
-    plan = plan_context(history, model=model(40_000, 4_000), judge=BrokenJudge())
+    plan = plan_context(history, model=model(40_000, 4_000), judge=BrokenJudge(), config=LAYERS)
     assert plan.ok
     assert "judge-failed" in [d.code for d in plan.manifest.diagnostics]
     assert [item for item in plan.items if item.kind == "trimmed-tool-result"]
@@ -572,7 +589,7 @@ def test_default_config_round_trips_through_its_json_schema():
 
 def test_receipts_of_local_only_steps_stay_local_only_and_supplements_are_plain_synthetic():
     history = [*_coding_history(60), user("u1", "next")]
-    config = {"pruning": {"head_chars": 100_000}}
+    config = {"pruning": {"head_chars": 100_000}, **LAYERS}
     supplemental = [SupplementalItem(id="m", kind="memory", text="note")]
     first = plan_context(
         history, model=model(40_000, 4_000), config=config, supplemental=supplemental, calibration_ratio=1.0
@@ -596,7 +613,11 @@ def test_receipts_of_local_only_steps_stay_local_only_and_supplements_are_plain_
 def test_restore_resolves_a_receipt_over_results_that_layer_1_had_trimmed():
     history = [*_coding_history(60), user("u1", "next")]
     # trimming saves little here, so the same compaction goes on to receipt steps it already trimmed
-    config = {"pruning": {"head_chars": 2_000, "tail_chars": 0}}
+    # (without the digest's reserve, which changes how much the compaction needs to free)
+    config = {
+        "pruning": {"head_chars": 2_000, "tail_chars": 0},
+        "planner": {"compaction_low_water_ratio": 1.0, "task_digest": False},
+    }
     plan = plan_context(history, model=model(40_000, 4_000), config=config)
     assert plan.ok
     trimmed = set(plan.manifest.compaction.trimmed_message_ids)

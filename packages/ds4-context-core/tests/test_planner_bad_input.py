@@ -126,7 +126,11 @@ def test_a_large_opaque_image_is_a_clear_code_when_it_is_the_request_and_cut_whe
     older = [*request, _text("a", "assistant", "nice"), _text("u2", "user", "and?")]
     plan = plan_context(older, model=_model(128_000), destination="openai-chat")
     assert plan.ok
-    assert [m.id for m in plan.messages] == ["s:a", "s:u2"]
+    # the image is cut; the task digest in front keeps the request's words, not the image
+    assert [m.id for m in plan.messages] == ["ds4-supplement:ds4-core-task-digest", "s:a", "s:u2"]
+    digest = plan.messages[0].blocks[0].text
+    assert "Original request: see" in digest
+    assert data[:64] not in digest
     assert plan.manifest.exclusions[0].reason == "before-cut"
 
 

@@ -46,7 +46,9 @@ def _assert_trimmed_not_dropped(plan, history, results):
             assert "characters trimmed here" in message.blocks[0].content
             assert restore(plan, original.id) == (original,)
     assert any(sent[original.id][1].kind == "trimmed-tool-result" for original in results)
-    assert plan.messages[0] is history[0]  # the request itself, verbatim
+    # the request itself, verbatim, first of the history sent (after the task digest, when the cut passed it)
+    first_sent = next(m for m, i in zip(plan.messages, plan.items, strict=True) if i.kind != "summary")
+    assert first_sent is history[0]
 
 
 def test_two_parallel_whole_file_reads_that_pass_the_hard_limit_are_trimmed_not_dropped():

@@ -127,7 +127,7 @@ def test_a_candidate_the_default_judge_cannot_judge_fails_as_before():
     history = list(_history(5, 300))
     # A tool name whose lowering raises: the judge fails, is reported, and its fallback fails alike.
     judged = plan_context(
-        tuple(history), calibration_ratio=1.0, model=SMALL, judge=_Eager()
+        tuple(history), calibration_ratio=1.0, model=SMALL, judge=_Eager(), config=LAYERS
     ).state._index.evidence
     position = min(judged)
     (block,) = history[position].blocks
@@ -136,8 +136,8 @@ def test_a_candidate_the_default_judge_cannot_judge_fails_as_before():
     )
     history[position] = _message(f"odd{position}", "tool", [odd])
     history = tuple(history)
-    lazy = plan_context(history, calibration_ratio=1.0, model=SMALL)
-    eager = plan_context(history, calibration_ratio=1.0, model=SMALL, judge=_Eager())
+    lazy = plan_context(history, calibration_ratio=1.0, model=SMALL, config=LAYERS)
+    eager = plan_context(history, calibration_ratio=1.0, model=SMALL, judge=_Eager(), config=LAYERS)
     # The planner fails; its fallback sends the newest messages that fit, as an ok plan with a warning.
     fitted = [d for d in lazy.manifest.diagnostics if d.code == "fallback-fitted"]
     assert lazy.fallback is not None or fitted[0].detail.startswith("planner-error:")
@@ -147,11 +147,17 @@ def test_a_candidate_the_default_judge_cannot_judge_fails_as_before():
     assert any(d.code == "judge-failed" for d in lazy.manifest.diagnostics)
 
 
+# The judge runs on the results between the cut and the recent tail; with the default low-water mark a
+# cold compaction of these histories cuts past nearly all of them, so these tests keep the mark at the
+# soft limit to give the judge its region.
+LAYERS = {"planner": {"compaction_low_water_ratio": 1.0}}
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_the_evidence_scans_made_agree_with_scanning_everything(seed):
     history = _history(seed, 400)
-    lazy = plan_context(history, calibration_ratio=1.0, model=SMALL)
-    eager = plan_context(history, calibration_ratio=1.0, model=SMALL, judge=_Eager())
+    lazy = plan_context(history, calibration_ratio=1.0, model=SMALL, config=LAYERS)
+    eager = plan_context(history, calibration_ratio=1.0, model=SMALL, judge=_Eager(), config=LAYERS)
     lazy_cache, eager_cache = lazy.state._index.evidence, eager.state._index.evidence
     assert lazy_cache
     assert set(lazy_cache) <= set(eager_cache)

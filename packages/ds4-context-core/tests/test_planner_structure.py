@@ -31,13 +31,24 @@ def _chat(count=240, size=600):
 
 
 MODEL = core.ModelDescriptor(provider="anthropic", id="claude", context_window=40_000, max_tokens=4_000)
+# Without the task digest, which is a user message in front of the window whenever the cut moved, and
+# with the compaction's low-water mark at the soft limit: the cut these histories were sized for.
+NO_DIGEST = {"planner": {"task_digest": False, "compaction_low_water_ratio": 1.0}}
+
+
+def test_with_the_task_digest_a_cut_plan_starts_with_the_user_and_needs_no_note():
+    plan = plan_context(_chat(), model=MODEL, destination="anthropic")
+    assert plan.ok
+    assert plan.messages[0].role == "user"
+    assert plan.messages[0].id == "ds4-supplement:ds4-core-task-digest"
+    assert "structure-first-user-inserted" not in {d.code for d in plan.manifest.diagnostics}
 
 
 def test_a_cut_that_leaves_an_assistant_first_gets_a_user_note_for_anthropic():
     history = _chat()
-    plain = plan_context(history, model=MODEL)
+    plain = plan_context(history, model=MODEL, config=NO_DIGEST)
     assert plain.messages[0].role == "assistant"  # the cut this test is about
-    plan = plan_context(history, model=MODEL, destination="anthropic")
+    plan = plan_context(history, model=MODEL, destination="anthropic", config=NO_DIGEST)
     assert plan.ok
     assert plan.messages[0].role == "user"
     assert plan.messages[0].blocks[0].text == "[earlier conversation omitted]"
@@ -48,16 +59,23 @@ def test_a_cut_that_leaves_an_assistant_first_gets_a_user_note_for_anthropic():
     assert "structure-first-user-inserted" in {d.code for d in plan.manifest.diagnostics}
     assert plan.budget.total_tokens <= plan.budget.hard_limit
     # deterministic: the same plan twice gives the same bytes
-    assert plan_context(history, model=MODEL, destination="anthropic").messages == plan.messages
+    assert (
+        plan_context(history, model=MODEL, destination="anthropic", config=NO_DIGEST).messages
+        == plan.messages
+    )
 
 
 def test_a_plan_that_starts_with_the_user_is_left_alone_and_other_formats_get_no_note():
     history = _chat(size=674)
-    plain = plan_context(history, model=MODEL)
+    plain = plan_context(history, model=MODEL, config=NO_DIGEST)
     assert plain.messages[0].role == "user"
-    assert plan_context(history, model=MODEL, destination="anthropic").messages == plain.messages
+    assert (
+        plan_context(history, model=MODEL, destination="anthropic", config=NO_DIGEST).messages
+        == plain.messages
+    )
     chat = _chat()
-    assert plan_context(chat, model=MODEL, destination="openai-chat").messages[0].role == "assistant"
+    first = plan_context(chat, model=MODEL, destination="openai-chat", config=NO_DIGEST).messages[0]
+    assert first.role == "assistant"
 
 
 def test_the_planner_carries_the_destination_and_an_unknown_one_is_a_clear_code():

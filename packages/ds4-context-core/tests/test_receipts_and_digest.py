@@ -175,11 +175,14 @@ def test_the_digest_skips_host_commands_and_keeps_requests_files_commands_and_op
     assert "/model" not in text
     assert "- Also keep the old file format readable." in text
     assert "- src/store.py" in text
-    assert "- pytest -q tests/test_store.py: exit 0" in text  # its last outcome
+    # one line per command: how often it ran and its last outcome
+    assert "- pytest -q tests/test_store.py (x2): exit 0" in text
+    assert text.count("pytest -q tests/test_store.py") == 2  # once among the commands, once an error
     assert "- ruff check src: exit 1" in text
-    errors = text.split("Open errors")[1].split("Files changed")[0]
-    assert "ruff check src" in errors
-    assert "pytest" not in errors  # the failed test run went through since: no longer open
+    errors = text.split("Errors, newest first")[1].split("Files changed")[0]
+    assert "- ruff check src: src/x.py:1:1: error F401\n" in errors  # still open
+    # the failed test run went through since: said so, not dropped
+    assert "- pytest -q tests/test_store.py: E ValueError: empty (passed since)" in errors
 
 
 def test_the_digest_reads_a_pi_compaction_summary():
@@ -278,3 +281,104 @@ def test_an_interrupted_call_keeps_the_assistant_text_and_is_named_interrupted()
     assert not sent.tool_call_ids  # no call without a result reaches the provider
     item = plan.items[plan.messages.index(sent)]
     assert item.kind == "interrupted-tool-call"
+
+
+def test_a_long_command_is_named_by_its_head_and_a_traceback_by_its_exception():
+    script = "python -c " + "'import x; " * 40
+    error = (
+        '=== FAILURES ===\nTraceback (most recent call last):\n  File "x.py", line 3\n'
+        "KeyError: 'budget-17'\n\nCommand exited with code 1"
+    )
+    history = [
+        user("u0", "run it"),
+        calls("a1", ("c1", "bash", {"command": script})),
+        result("r1", "c1", error, name="bash", error=True),
+    ]
+    text = build_task_digest(history)
+    lines = [line for line in text.splitlines() if line.startswith("- python -c")]
+    assert lines
+    assert all(len(line) < 160 for line in lines)  # a 440-character script is named by its head
+    assert " ".join(script.split())[:90] in lines[0]
+    assert "KeyError: 'budget-17'" in text  # the exception, not the bare traceback header
+    assert "(most recent call last)" not in text
+
+
+def _growing(turns):
+    """A coding session growing turn by turn: each turn a request, a test run and an edit."""
+    history = []
+    for turn in range(turns):
+        history.append(user(f"u{turn}", f"step {turn}: change module {turn}"))
+        history.append(calls(f"a{turn}", (f"c{turn}", "bash", {"command": f"pytest tests/test_{turn}.py"})))
+        history.append(result(f"r{turn}", f"c{turn}", f"ok {turn}\n" * 150, name="bash"))
+    return history
+
+
+def _replay(config, history, model):
+    planner = ContextPlanner(config=config)
+    compactions = 0
+    appended_steps = 0
+    previous = None
+    for end in range(3, len(history) + 1, 3):
+        plan = planner.plan(history[:end], model=model)
+        assert plan.ok
+        assert plan.budget.total_tokens <= plan.budget.hard_limit
+        if plan.manifest.compaction is not None:
+            compactions += 1
+        elif previous is not None and plan.state.dropped_messages:
+            # between compactions a plan extends the previous one byte for byte
+            assert plan.messages[: len(previous.messages)] == previous.messages
+            appended_steps += 1
+        previous = plan
+    return compactions, appended_steps
+
+
+def test_compactions_cut_to_the_low_water_mark_so_the_next_steps_append():
+    history = _growing(300)
+    model = core.ModelDescriptor(provider="p", id="m", context_window=16_000, max_tokens=2_000)
+    deep, deep_appended = _replay(None, history, model)
+    shallow, _ = _replay({"planner": {"compaction_low_water_ratio": 1.0}}, history, model)
+    assert deep > 0
+    # cutting to the low-water mark (the default) moves the cut far less often than cutting just below
+    # the soft limit, and the steps in between append to the cached prefix
+    assert deep * 3 < shallow * 2
+    assert deep_appended >= 4 * deep
+
+
+def test_a_request_the_cut_passed_stays_in_front_at_the_next_turn_until_the_cut_moves():
+    # one long turn whose results push its own request behind the cut, then a new short turn
+    history = [user("u0", "refactor the store"), user("u1", "go through every module")]
+    for step in range(60):
+        history.append(calls(f"a{step}", (f"c{step}", "read", {"path": f"src/m{step}.py"})))
+        history.append(result(f"r{step}", f"c{step}", f"line {step}\n" * 120))
+    model = core.ModelDescriptor(provider="p", id="m", context_window=16_000, max_tokens=2_000)
+    planner = ContextPlanner()
+    first = planner.plan(history, model=model)
+    assert first.ok
+    request = next(m for m in history if m.id == "s:u1")
+    assert request in first.messages  # the turn's request, mandatory, in front of the window
+    assert first.state.dropped_messages > history.index(request)
+    second = planner.plan([*history, user("u2", "thanks, now the tests")], model=model)
+    assert second.ok
+    assert second.manifest.compaction is None
+    # the new turn extends the previous plan: the old request was not dropped from the front
+    assert second.manifest.shared_prefix_messages == len(first.messages)
+    assert second.messages[: len(first.messages)] == first.messages
+
+
+def test_a_host_with_its_own_digest_turns_cores_off_per_call_with_or_without_a_config():
+    history = _long_history(120)
+    model = core.ModelDescriptor(provider="p", id="m", context_window=16_000, max_tokens=2_000)
+    digest_id = "ds4-supplement:ds4-core-task-digest"
+    for config in (None, {"budget": {"target_fill_ratio": 0.7}}):
+        default = plan_context(history, model=model, config=config)
+        assert default.state.dropped_messages
+        assert any(m.id == digest_id for m in default.messages)  # on by default
+        without = plan_context(history, model=model, config=config, task_digest=False)
+        assert without.ok
+        assert not any(m.id == digest_id for m in without.messages)
+    # and the other way: a configuration that turned it off, turned on for one call
+    off = {"planner": {"task_digest": False}}
+    assert not any(m.id == digest_id for m in plan_context(history, model=model, config=off).messages)
+    assert any(
+        m.id == digest_id for m in plan_context(history, model=model, config=off, task_digest=True).messages
+    )

@@ -234,14 +234,17 @@ def test_the_planner_places_summaries_in_front_in_the_order_of_their_spans() -> 
         source_ids=(history[3].id,),
     )
     plan = plan_context(history, model=MODEL, supplemental=[digest, later, excerpt, early])
-    kinds = [(item.kind, item.message_id) for item in plan.items[:4]]
+    kinds = [(item.kind, item.message_id) for item in plan.items[:5]]
     assert kinds == [
         ("summary", "ds4-supplement:" + early.id),
         ("summary", "ds4-supplement:" + later.id),
         ("summary", "ds4-supplement:a-digest"),
+        # the planner's own task digest after the host's summaries (it changes whenever the cut moves),
+        # before the retrieved excerpt (which changes with every request)
+        ("summary", "ds4-supplement:ds4-core-task-digest"),
         ("retrieved-history", "ds4-supplement:r1"),
     ]
-    assert plan.items[4].kind not in {"summary", "retrieved-history"}
+    assert plan.items[5].kind not in {"summary", "retrieved-history"}
     bad = SupplementalItem(id="r2", kind="memory", text="x", placement="back")  # type: ignore[arg-type]
     excluded = plan_context(history, model=MODEL, supplemental=[bad]).manifest.exclusions
     assert any(exclusion.reason == "supplement-invalid" for exclusion in excluded)

@@ -67,13 +67,20 @@ def test_read_command_outputs_validate(session, tmp_path, command):
 
 def test_plan_index_restore_explain_and_changes_validate(session, tmp_path):
     store = ["--store", tmp_path / "d.sqlite3"]
-    plan = _json("plan", session, *store, "--window", "20000", "--json")
+    # The demo is sized for a receipt with core's compaction cutting no deeper than the soft limit and
+    # without core's task digest (by default it cuts to a low-water mark, past the receipted steps).
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps({"planner": {"compaction_low_water_ratio": 1.0, "task_digest": False}}), encoding="utf-8"
+    )
+    planning = [*store, "--config", config]
+    plan = _json("plan", session, *planning, "--window", "20000", "--json")
     _validate(plan)
     assert plan["manifest"]["receipts"]
     receipt = plan["manifest"]["receipts"][0]["receipt_id"]
     assert receipt in {item["message_id"] for item in plan["items"] if item["kind"] == "receipt"}
     for command in ("restore", "explain"):
-        _validate(_json(command, session, receipt, *store, "--window", "20000", "--json"))
+        _validate(_json(command, session, receipt, *planning, "--window", "20000", "--json"))
     _validate(_json("index", session, *store, "--json"))
     _validate(_json("rebuild-index", session, *store, "--json"))
     entry = plan["items"][-1]["message_id"].rsplit(":", 1)[1]

@@ -294,7 +294,17 @@ def test_restore_gives_back_the_untrimmed_original_of_a_trimmed_result(demo):
     assert caught.value.code == "restore-unknown-id"
 
 
-def test_restore_of_a_receipt_names_its_originals(demo):
+def test_restore_of_a_receipt_names_its_originals(demo_session, tmp_path):
+    # The demo is sized for a receipt with core's compaction cutting no deeper than the soft limit (by
+    # default it cuts to a low-water mark, past the steps it would receipt).
+    path = tmp_path / "demo.jsonl"
+    shutil.copy(demo_session, path)
+    shallow = {"planner": {"compaction_low_water_ratio": 1.0}}
+    with ContextWorkspace.open(path, no_store=True, model=DEMO_MODEL, config=shallow) as demo:
+        _check_receipt_restore(demo)
+
+
+def _check_receipt_restore(demo):
     plan = demo.plan()
     if not plan.manifest.receipts:
         pytest.skip("the planner made no layer-2 receipt for the demo session at this window")

@@ -13,6 +13,7 @@ from ds4_context_core.planner import plan_context
 from ds4_context_engine.commands import ContextWorkspace, context_restore, run_context_command_text
 from ds4_context_engine.commands._digest import (
     TASK_DIGEST_HEADER,
+    TASK_DIGEST_ID,
     TASK_DIGEST_MAX_CHARS,
     cut_messages,
     task_digest,
@@ -44,7 +45,9 @@ def session_path(tmp_path):
 
 def _digest_of(plan):
     items = [(item, message) for item, message in zip(plan.items, plan.messages, strict=True)]
-    found = [(item, message) for item, message in items if item.kind == "summary"]
+    # the engine's digest (core's own task digest, on by default, is another summary item)
+    engine_id = "ds4-supplement:" + TASK_DIGEST_ID
+    found = [(item, message) for item, message in items if item.kind == "summary" and message.id == engine_id]
     return found[0] if found else (None, None)
 
 

@@ -59,7 +59,8 @@ class DefaultPlanner(msgspec.Struct, frozen=True, kw_only=True):
     summary_tokens: int | None = None
     memory_tokens: int | None = None
     compaction_batch_ratio: float = 0.2
-    task_digest: bool = False
+    compaction_low_water_ratio: float = 0.5
+    task_digest: bool = True
 
 
 class DefaultPruning(msgspec.Struct, frozen=True, kw_only=True):

@@ -133,8 +133,15 @@ class PlannerConfig(_Section):
     compaction_batch_ratio: float = Field(
         default=0.2, ge=0.0, le=0.9, description="Least share of the hard limit one compaction frees."
     )
+    compaction_low_water_ratio: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="Share of the room for history (the hard limit less the fixed overhead and the task "
+        "digest) a compaction keeps: the lower, the more steps append before the next one moves the cut.",
+    )
     task_digest: bool = Field(
-        default=False,
+        default=True,
         description="Put a digest of the task (requests, files changed, commands, errors) that the cut "
         "left out in front of the history.",
     )

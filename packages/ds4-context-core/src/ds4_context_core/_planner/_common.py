@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from ._decisions import PlanInputs
+from ._digest_stage import digest_reserve
 from ._index import HistoryIndex
 from ._index import normalize_tool_name as _norm
 
@@ -21,10 +22,15 @@ def original_unit_tokens(index: HistoryIndex, root: int) -> int:
 
 
 def compaction_goal(inputs: PlanInputs) -> int:
-    """The tokens a compaction aims for: the target, and at least a batch below the soft limit."""
+    """The tokens a compaction aims for: the target, at least a batch below the soft limit, and at most
+    the low-water mark (``planner.compaction_low_water_ratio`` of the room above the fixed overhead
+    and the digest), so that the steps after it append for a long while before the cut moves again."""
     budget = inputs.budget
-    batch = int(budget.hard_limit * inputs.config.planner.compaction_batch_ratio)
-    return max(0, min(budget.target_tokens, budget.soft_limit - batch))
+    planner = inputs.config.planner
+    batch = int(budget.hard_limit * planner.compaction_batch_ratio)
+    base = min(budget.hard_limit, budget.fixed_tokens + digest_reserve(inputs))
+    low_water = base + int((budget.hard_limit - base) * planner.compaction_low_water_ratio)
+    return max(0, min(budget.target_tokens, budget.soft_limit - batch, low_water))
 
 
 class NameCache:

@@ -164,6 +164,12 @@ class Decisions:
     before_cut: BeforeCut | None = None
     # The task digest of the history before the cut (``_digest_stage``), sticky between compactions.
     digest: DigestState | None = None
+    # The digest builder this plan made or copied (no earlier state holds it, so it may be fed on).
+    fresh_builder: TaskDigestBuilder | None = None
+    # Roots of the units the previous plan sent in front of the window (mandatory units the cut has
+    # passed: a request of a long turn, pins). They stay in front until the cut moves again, so the
+    # next turn's plan still starts with the same messages (``_mandatory.retain_front``).
+    front: tuple[int, ...] = ()
     # Position -> the copy sent of a message whose calls were interrupted (a call without a result
     # before a later user turn), and the roots of the units holding one (``_interrupted``).
     interrupted: dict[int, Trim] = field(default_factory=dict)

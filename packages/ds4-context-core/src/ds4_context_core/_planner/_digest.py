@@ -24,7 +24,8 @@ from typing import Final
 
 from ds4_context_core._history._model import CanonicalMessage, TextBlock, ToolCallBlock, ToolResultBlock
 
-from ._receipt_text import exit_status, first_error_line, tool_kind
+from ._index import normalize_tool_name
+from ._receipt_text import KIND_BY_ARGUMENTS, exit_status, first_error_line, tool_kind
 
 TASK_DIGEST_HEADER: Final = "[ds4-context task digest]"
 # Entries kept per category while feeding: the render can never show more, so more is not kept.
@@ -32,6 +33,15 @@ MAX_DIGEST_ENTRIES: Final = 2_000
 _REQUEST_CHARS: Final = 1_200
 _INSTRUCTION_CHARS: Final = 300
 _ENTRY_CHARS: Final = 200
+# A command is named by its head: enough to tell it from the others (and to find it again), not a
+# whole script.
+_COMMAND_CHARS: Final = 100
+# At most this many of the newest later instructions and errors take the budget before the
+# identities of the calls (commands, searches, other calls, reads) have theirs; older ones follow
+# when there is room left.
+_FIRST_INSTRUCTIONS: Final = 6
+_FIRST_ERRORS: Final = 8
+_PASSED_SINCE: Final = " (passed since)"
 _SUMMARY_CHARS: Final = 1_500
 _HOST_SUMMARY_ROLES: Final = frozenset({"compactionSummary", "branchSummary"})
 # A user message that is only a host command (``/mode plan``, ``/model x``, ``/compact``) is no request.
@@ -40,12 +50,33 @@ _COMMAND: Final = re.compile(r"^/[A-Za-z][\w:.-]*(?:\s+\S+){0,3}$")
 _TAG: Final = re.compile(r"\[/?ds4:", re.IGNORECASE)
 _FILE_TAGS: Final = re.compile(r"<(modified-files|read-files)>\s*(.*?)\s*</\1>", re.DOTALL)
 _GOAL: Final = re.compile(r"^#+\s*Goal\s*$(.*?)(?=^#+\s|\Z)", re.MULTILINE | re.DOTALL | re.IGNORECASE)
+# How many tool names' kinds a builder remembers (those in ``KIND_BY_ARGUMENTS`` never are).
+_KIND_CACHE: Final = 256
 _PATH_KEYS: Final = ("file_path", "path", "notebook_path", "filename", "file", "target_file")
 _SHELL_KEYS: Final = ("command", "cmd", "script")
 _SEARCH_KEYS: Final = ("pattern", "query", "glob", "regex")
-# Which sections of ``render`` fill the budget first (indices into its list): the host's summary, the
-# files changed, the open errors, the latest instructions, then commands, searches, other calls, reads.
-_PRIORITY: Final = (0, 3, 2, 1, 4, 5, 6, 7)
+
+
+def _tagged(text: str) -> bool:
+    """Whether ``text`` holds a privacy marker tag. Every tag holds ``4:`` as it is (digits and colons
+    have no case), and finding that is far cheaper than the case-insensitive pattern."""
+    return "4:" in text and _TAG.search(text) is not None
+
+
+def _arguments_tagged(arguments: object) -> bool:
+    """Whether a call's arguments hold a privacy marker tag: its keys and text values looked at one
+    by one (a flat mapping, the usual case), else its whole ``repr``."""
+    if not isinstance(arguments, dict):
+        return _tagged(repr(arguments))
+    for key, value in arguments.items():
+        if isinstance(key, str) and _tagged(key):
+            return True
+        if isinstance(value, str):
+            if _tagged(value):
+                return True
+        elif not (value is None or isinstance(value, int | float)):  # bool is an int
+            return _tagged(repr(arguments))
+    return False
 
 
 def _fold(text: str, limit: int) -> str:
@@ -72,26 +103,39 @@ def is_host_command(text: str) -> bool:
 
 
 class _Recent:
-    """Keys in order of their last mention (newest last), each with a value; at most ``cap`` kept."""
+    """Keys in order of their last mention (newest last), each with a value and how many times it was
+    mentioned; at most ``cap`` kept."""
 
-    __slots__ = ("cap", "entries", "forgotten")
+    __slots__ = ("cap", "counting", "counts", "entries", "forgotten")
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, *, counting: bool = False) -> None:
         self.cap = cap
+        self.counting = counting  # whether mentions are counted (only the commands show a count)
         self.entries: OrderedDict[str, str] = OrderedDict()
+        self.counts: dict[str, int] = {}
         self.forgotten = 0
 
-    def put(self, key: str, value: str) -> None:
+    def put(self, key: str, value: str, *, mention: bool = True) -> None:
         entries = self.entries
         if key in entries:
             entries.move_to_end(key)
         entries[key] = value
+        if self.counting and (mention or key not in self.counts):
+            self.counts[key] = self.counts.get(key, 0) + 1
         if len(entries) > self.cap:
-            entries.popitem(last=False)
+            gone, _ = entries.popitem(last=False)
+            self.counts.pop(gone, None)
             self.forgotten += 1
 
     def pop(self, key: str) -> None:
         self.entries.pop(key, None)
+        self.counts.pop(key, None)
+
+    def close(self, key: str) -> None:
+        """Mark an error as passed since, in place: it ages out with the errors of its time."""
+        value = self.entries.get(key)
+        if value is not None and not value.endswith(_PASSED_SINCE):
+            self.entries[key] = value + _PASSED_SINCE
 
 
 class TaskDigestBuilder:
@@ -104,12 +148,13 @@ class TaskDigestBuilder:
         self.instructions = _Recent(cap)
         self.changed = _Recent(cap)  # path -> what was done to it
         self.read = _Recent(cap)  # path -> "read"
-        self.commands = _Recent(cap)  # command -> its last outcome
+        self.commands = _Recent(cap, counting=True)  # command -> its last outcome (and its runs)
         self.searches = _Recent(cap)  # "grep pattern in path" -> ""
         self.other = _Recent(cap)  # "tool argument" -> ""
-        self.errors = _Recent(cap)  # call identity -> its first error line (open until it succeeds)
+        self.errors = _Recent(cap)  # call identity -> its first error line (and whether it passed since)
         self.summaries = _Recent(8)  # host summaries: entry id -> goal text
         self._pending: dict[str, tuple[str, str, str | None]] = {}  # call id -> (kind, key, path)
+        self._kinds: dict[str, str] = {}  # tool name -> its kind (a session uses few names, many times)
         self._serial = 0
 
     def feed(self, messages: Iterable[CanonicalMessage]) -> None:
@@ -124,12 +169,7 @@ class TaskDigestBuilder:
                 continue
             if message.role == "user":
                 text = _text(message)
-                if (
-                    text
-                    and not _TAG.search(text)
-                    and not message.tool_result_ids
-                    and not is_host_command(text)
-                ):
+                if text and not _tagged(text) and not message.tool_result_ids and not is_host_command(text):
                     if self.request is None:
                         self.request = _fold(text, _REQUEST_CHARS)
                     else:
@@ -145,7 +185,7 @@ class TaskDigestBuilder:
 
     def _host_summary(self, message: CanonicalMessage) -> None:
         text = _text(message)
-        if not text or _TAG.search(text):
+        if not text or _tagged(text):
             return
         for tag, body in _FILE_TAGS.findall(text):
             for line in body.splitlines():
@@ -161,9 +201,13 @@ class TaskDigestBuilder:
 
     def _call(self, call: ToolCallBlock) -> None:
         name, arguments = call.name, call.arguments
-        if not isinstance(name, str) or _TAG.search(repr(arguments)):
+        if not isinstance(name, str) or _arguments_tagged(arguments):
             return
-        kind = tool_kind(name, arguments if isinstance(arguments, dict) else None)
+        kind = self._kinds.get(name)
+        if kind is None:
+            kind = tool_kind(name, arguments if isinstance(arguments, dict) else None)
+            if len(self._kinds) < _KIND_CACHE and normalize_tool_name(name) not in KIND_BY_ARGUMENTS:
+                self._kinds[name] = kind
         path = _argument(arguments, _PATH_KEYS)
         short_path = _fold(path, _ENTRY_CHARS) if path else None
         if kind in ("edit", "write") and short_path:
@@ -177,7 +221,7 @@ class TaskDigestBuilder:
             command = _argument(arguments, _SHELL_KEYS)
             if not command:
                 return
-            key = _fold(command, _ENTRY_CHARS)
+            key = _fold(command, _COMMAND_CHARS)
             self.commands.put(key, "")
         elif kind == "search":
             pattern = _argument(arguments, _SEARCH_KEYS)
@@ -199,30 +243,36 @@ class TaskDigestBuilder:
         content = result.content if isinstance(result.content, str) else ""
         if kind == "shell":
             status = exit_status(content, result.is_error)
-            self.commands.put(key, status)
+            self.commands.put(key, status, mention=False)
             failed = status != "exit 0"
         else:
             failed = bool(result.is_error)
         if failed:
             line = first_error_line(content) or (content.strip().splitlines() or ["failed"])[0]
             self.errors.put(key, _fold(line, _ENTRY_CHARS))
-        else:
-            self.errors.pop(key)  # the same call went through since: that error is no longer open
+        elif key in self.errors.entries:
+            self.errors.close(key)  # the same call went through since: no longer open, said so
 
     def _user_shell(self, text: str) -> None:
         first, _, rest = text.partition("\n")
         if not first.startswith("$ "):
             return
-        key = _fold(first[2:], _ENTRY_CHARS)
+        key = _fold(first[2:], _COMMAND_CHARS)
         status = exit_status(rest, False)
         self.commands.put(key, f"{status} (run by the user)")
         if status != "exit 0":
             self.errors.put(key, _fold(first_error_line(rest) or status, _ENTRY_CHARS))
         else:
-            self.errors.pop(key)
+            self.errors.close(key)
 
     def render(self, max_chars: int) -> str | None:
-        """The digest within ``max_chars`` (whole entries only, newest kept first), or None when empty."""
+        """The digest within ``max_chars`` (whole entries only, newest kept first), or None when empty.
+
+        One short line per call identity: a command run several times is listed once, with its count
+        and its last exit status. The budget goes first to the files changed, the newest errors, the
+        host's summaries and the newest instructions, then to the identities of the calls, then to the
+        older errors and instructions; what does not fit is counted, never cut.
+        """
 
         def values(store: _Recent) -> list[str]:
             return list(reversed(store.entries.values()))
@@ -233,14 +283,23 @@ class TaskDigestBuilder:
         def pairs(store: _Recent) -> list[str]:
             return [f"{key}: {value}" if value else key for key, value in reversed(store.entries.items())]
 
+        def runs(store: _Recent) -> list[str]:
+            counts = store.counts
+            lines = []
+            for key, value in reversed(store.entries.items()):
+                count = counts.get(key, 1)
+                head = f"{key} (x{count})" if count > 1 else key
+                lines.append(f"{head}: {value}" if value else head)
+            return lines
+
         read_only = [path for path in keys(self.read) if path not in self.changed.entries]
-        # In the order they are shown; ``_PRIORITY`` says which fill the budget first.
+        # In the order they are shown; ``_PASSES`` says which fill the budget first.
         sections = [
             ("Host summary of earlier work", values(self.summaries), self.summaries.forgotten),
             ("Later instructions, newest first", values(self.instructions), self.instructions.forgotten),
-            ("Open errors, newest first", pairs(self.errors), self.errors.forgotten),
+            ("Errors, newest first", pairs(self.errors), self.errors.forgotten),
             ("Files changed, newest first", keys(self.changed), self.changed.forgotten),
-            ("Commands run, newest first, with exit status", pairs(self.commands), self.commands.forgotten),
+            ("Commands run, newest first, with exit status", runs(self.commands), self.commands.forgotten),
             ("Searches", keys(self.searches), self.searches.forgotten),
             ("Other tool calls", keys(self.other), self.other.forgotten),
             ("Files read", read_only, self.read.forgotten),
@@ -252,16 +311,18 @@ class TaskDigestBuilder:
             lines.append(f"Original request: {self.request}")
         used = sum(len(line) + 1 for line in lines)
         used += sum(len(title) + 30 for title, entries, _ in sections if entries)  # titles and counts
-        taken: dict[int, list[str]] = {}
-        for number in _PRIORITY:
-            entries = sections[number][1]
-            chosen: list[str] = []
-            for entry in entries:
+        taken: dict[int, list[str]] = {number: [] for number in range(len(sections))}
+        full: set[int] = set()
+        for number, most in _PASSES:
+            entries, chosen = sections[number][1], taken[number]
+            if number in full:
+                continue
+            for entry in entries[len(chosen) : most]:
                 if used + len(entry) + 3 > max_chars:
+                    full.add(number)  # newest first: an older entry never takes a newer one's place
                     break
                 chosen.append(entry)
                 used += len(entry) + 3
-            taken[number] = chosen
         for number, (title, entries, forgotten) in enumerate(sections):
             if not entries:
                 continue
@@ -275,6 +336,23 @@ class TaskDigestBuilder:
         while len(lines) > 2 and sum(len(line) + 1 for line in lines) > max_chars + 1:
             lines.pop()  # a whole line at a time, should the estimate above have been short
         return "\n".join(lines)
+
+
+# (section, how many of its newest entries at most) in the order they take the budget: the files
+# changed (the host's summaries' lists included), the newest errors, the host's summaries, the newest
+# instructions, the identities of the calls, then the older errors and instructions.
+_PASSES: Final = (
+    (3, MAX_DIGEST_ENTRIES),
+    (2, _FIRST_ERRORS),
+    (0, MAX_DIGEST_ENTRIES),
+    (1, _FIRST_INSTRUCTIONS),
+    (4, MAX_DIGEST_ENTRIES),
+    (5, MAX_DIGEST_ENTRIES),
+    (6, MAX_DIGEST_ENTRIES),
+    (7, MAX_DIGEST_ENTRIES),
+    (2, MAX_DIGEST_ENTRIES),
+    (1, MAX_DIGEST_ENTRIES),
+)
 
 
 def build_task_digest(messages: Iterable[CanonicalMessage], *, max_chars: int = 8_000) -> str | None:

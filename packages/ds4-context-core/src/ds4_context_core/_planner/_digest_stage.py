@@ -22,6 +22,7 @@ TASK_DIGEST_ITEM_ID: Final = "ds4-core-task-digest"
 _DIGEST_SHARE: Final = 8
 _MAX_DIGEST_TOKENS: Final = 8_000
 _CHARS_PER_TOKEN: Final = 4
+_STEADIER_KINDS: Final = frozenset({"memory", "summary"})
 
 
 def digest_reserve(inputs: PlanInputs) -> int:
@@ -92,9 +93,13 @@ def digest_supplement(inputs: PlanInputs, decisions: Decisions, room: int | None
             decisions.digest = DigestState(cut=cut, builder=held.builder, supplement=supplement)
             return supplement
     if held is not None and held.builder is not None and held.builder.consumed <= cut:
-        builder = copy.deepcopy(held.builder)  # an older state passed again must find its own intact
+        # One this plan made (before its compaction) no state holds yet; an older one is copied, so that
+        # an older state passed again finds its own intact.
+        fresh = held.builder is decisions.fresh_builder
+        builder = held.builder if fresh else copy.deepcopy(held.builder)
     else:
         builder = TaskDigestBuilder()
+    decisions.fresh_builder = builder
     view = inputs.index.view
     builder.feed(view[position] for position in range(builder.consumed, cut))
     supplement = _render(inputs, builder, limit)
@@ -103,11 +108,22 @@ def digest_supplement(inputs: PlanInputs, decisions: Decisions, room: int | None
 
 
 def place_digest(window: Window, supplement: Supplement | None) -> None:
-    """Put ``supplement`` first among the window's supplements (replacing an older digest)."""
+    """Put ``supplement`` among the window's supplements (replacing an older digest)."""
     old = next((s for s in window.supplements if s.item_id == TASK_DIGEST_ITEM_ID), None)
     if old is not None:
         window.supplements.remove(old)
         window.usage -= old.tokens
     if supplement is not None:
-        window.supplements.insert(0, supplement)
+        insert_digest(window.supplements, supplement)
         window.usage += supplement.tokens
+
+
+def insert_digest(supplements: list[Supplement], digest: Supplement) -> None:
+    """Right after the host's memory and summaries, which change less often than the digest (it changes
+    whenever the cut moves), and before the rest (retrieved history changes with every request): what
+    changes least comes first in the cached prefix."""
+    at = 0
+    for number, supplement in enumerate(supplements):
+        if supplement.item.kind in _STEADIER_KINDS:
+            at = number + 1
+    supplements.insert(at, digest)

@@ -1,8 +1,9 @@
 """Emit: the plan's messages and items in send order, from the window and the decisions.
 
-Order: front supplements (memory, summaries, items placed in front), mandatory units the cut has
-passed, then the window in history order with trims and receipts applied; the other supplements go right
-before the current request.
+Order: system messages the cut has passed (pinned), front supplements (memory, summaries, items placed
+in front, the planner's task digest last of them), the other mandatory units the cut has passed, then
+the window in history order with trims and receipts applied; the other supplements go right before the
+current request.
 """
 
 from __future__ import annotations
@@ -185,9 +186,16 @@ def emit(
         item = supplement.item
         (front if item.kind in _FRONT_KINDS or item.placement == "front" else back).append(supplement)
     emitter = _Emitter(inputs, decisions, back)
-    emitter.supplements(front)
-    for root in sorted(root for root in mandatory if root < decisions.cut):
+    passed = sorted(root for root in mandatory if root < decisions.cut)
+    # A system message the cut passed (kept as a pin) still leads the plan, before the supplements.
+    view = index.view
+    leading = [root for root in passed if view[root].role == "system"]
+    for root in leading:
         emitter.mandatory(root, mandatory[root])
+    emitter.supplements(front)
+    for root in passed:
+        if root not in leading:
+            emitter.mandatory(root, mandatory[root])
     out = emitter.out
     messages, items = out.messages, out.items
     turn_of = emitter.turn_of

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
 
@@ -28,11 +28,11 @@ from ds4_context_core.config import load_config
 
 from ._budget import BudgetError, compute_budget
 from ._decisions import Decisions, FallbackError, PlanInputs
-from ._digest_stage import digest_reserve, digest_supplement, place_digest
+from ._digest_stage import digest_reserve, digest_supplement, insert_digest, place_digest
 from ._emit import Emitted, emit
 from ._fallback import empty_budget, fallback_plan
 from ._index import HistoryIndex, HistoryIndexError, MessageSanitizer, TokenEstimator, sync_index
-from ._mandatory import select_mandatory
+from ._mandatory import release_front, retain_front, select_mandatory
 from ._manifest import build_manifest, record_exclusions
 from ._plan import ContextPlan, restore
 from ._pruning import DefaultJudge, Judge
@@ -77,14 +77,19 @@ def plan_context(
     judge: Judge | None = None,
     calibration_ratio: float | None = None,
     destination: str | None = None,
+    task_digest: bool | None = None,
 ) -> ContextPlan:
     """Plan the context of one model call. Never raises: problems give a fallback plan with a code.
 
     ``destination`` (``"anthropic"``, ``"openai-chat"``, ``"openai-responses"``) names the wire format
     the host sends the plan in; the plan is repaired and checked against that provider's rules.
+    ``task_digest`` overrides ``planner.task_digest`` for this call: a host that supplies its own digest
+    among ``supplemental`` passes ``False`` instead of building a configuration to say so.
     """
     loaded = _DEFAULT_CONFIG if config is None else load_config(config)
     resolved: Ds4ContextConfig = loaded.config
+    if task_digest is not None and resolved.planner.task_digest != bool(task_digest):
+        resolved = _with_task_digest(resolved, bool(task_digest))
     diagnostics = [
         PlanDiagnostic(code="config-warning", detail=f"{warning.code} at {warning.path}")
         for warning in loaded.warnings
@@ -152,6 +157,17 @@ def plan_context(
     )
 
 
+def _with_task_digest(config: Ds4ContextConfig, enabled: bool) -> Ds4ContextConfig:
+    """``config`` with ``planner.task_digest`` set: the plain defaults' structs or the validated model."""
+    if isinstance(config, msgspec.Struct):  # the defaults of _config_defaults, which never load pydantic
+        plain: Any = config
+        replaced: Any = msgspec.structs.replace(
+            plain, planner=msgspec.structs.replace(plain.planner, task_digest=enabled)
+        )
+        return cast("Ds4ContextConfig", replaced)
+    return config.model_copy(update={"planner": config.planner.model_copy(update={"task_digest": enabled})})
+
+
 def _budget_or_none(
     model: object, fixed_tokens: object, config: Ds4ContextConfig, calibration_ratio: float | None
 ) -> PlanBudget | None:
@@ -184,13 +200,14 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
     index = inputs.index
     decisions = adopt_state(state, inputs)
     mandatory = select_mandatory(inputs, decisions)
+    retained = retain_front(inputs, decisions, mandatory)
     current = index.current_request()
     assert current is not None  # select_mandatory raised otherwise
     supplements = select_supplements(inputs, decisions, index.view[current])
     jumped = skip_far_history(inputs, decisions)
     digest = digest_supplement(inputs, decisions)
     if digest is not None:
-        supplements.insert(0, digest)
+        insert_digest(supplements, digest)
     window = open_window(inputs, decisions, mandatory, supplements)
     if window.usage > inputs.budget.soft_limit or jumped:
         # The compaction works around the digest as around a mandatory item (it is bounded, and a
@@ -200,7 +217,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         room = max(0, digest_reserve(inputs) - held)
         if digest is not None:
             window.supplements.remove(digest)
-        window.usage += room
+        window.usage += room - release_front(inputs, mandatory, retained)
         cut = decisions.cut
         compact(inputs, decisions, window, mandatory, jumped)
         window.usage -= room + held
@@ -209,6 +226,11 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         else:  # within whatever room the hard limit leaves
             room = inputs.budget.hard_limit - window.usage
             place_digest(window, digest_supplement(inputs, decisions, room))
+    if decisions.cut > 0 and _all_sent_before_cut(inputs, decisions, mandatory):
+        place_digest(window, None)  # it would only repeat what the plan sends verbatim
+    if decisions.compaction is not None and decisions.compaction.tokens_after != window.usage:
+        # the compaction counted room for the digest; what the plan holds is what it placed
+        decisions.compaction = msgspec.structs.replace(decisions.compaction, tokens_after=window.usage)
     if window.usage > inputs.budget.hard_limit:
         raise FallbackError("hard-limit-exceeded", "mandatory items and fixed overhead do not fit")
     tail = decisions.tail_start(window.units, inputs.budget.recent_tail_ceiling)
@@ -242,6 +264,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         previous_messages=plan_messages,
         estimator=inputs.estimator,
         digest=decisions.digest,
+        front=tuple(sorted(root for root in mandatory if root < decisions.cut)),
     )
     return ContextPlan(
         messages=plan_messages,
@@ -253,6 +276,13 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         _source=inputs.messages,
         _positions=index.position_of,
     )
+
+
+def _all_sent_before_cut(inputs: PlanInputs, decisions: Decisions, mandatory: Mapping[int, object]) -> bool:
+    """Whether every message before the cut is in a mandatory unit, which the plan sends verbatim."""
+    cut, members_of = decisions.cut, inputs.index.unit_members
+    kept = sum(1 for root in mandatory if root < cut for p in members_of(root) if p < cut)
+    return kept >= cut
 
 
 def _validated_total(

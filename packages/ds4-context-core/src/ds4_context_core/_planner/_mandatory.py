@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Final
 
 import msgspec
 
@@ -11,11 +12,18 @@ from ds4_context_core._history._model import CanonicalBlock, CanonicalMessage, T
 from ._common import original_unit_tokens
 from ._decisions import Decisions, FallbackError, MandatoryReason, PlanInputs, Trim
 from ._pruning import trim_text
-from ._types import PRIORITY_CURRENT_REQUEST, PRIORITY_PERSISTENT_PIN, PRIORITY_PIN_LABEL, PlanDiagnostic
+from ._types import (
+    PRIORITY_CURRENT_REQUEST,
+    PRIORITY_PERSISTENT_PIN,
+    PRIORITY_PIN_LABEL,
+    PRIORITY_RECENT_TURN,
+    PlanDiagnostic,
+)
 
 _CURRENT_REQUEST = MandatoryReason("current-request", "current-request", PRIORITY_CURRENT_REQUEST)
 _PIN_LABEL = MandatoryReason("pin", "pin-label", PRIORITY_PIN_LABEL)
 _PERSISTENT_PIN = MandatoryReason("pin", "persistent-pin", PRIORITY_PERSISTENT_PIN)
+RETAINED_FRONT: Final = MandatoryReason("message", "retained-history", PRIORITY_RECENT_TURN)
 
 
 def _label_positions(inputs: PlanInputs) -> list[int]:
@@ -145,3 +153,32 @@ def select_mandatory(inputs: PlanInputs, decisions: Decisions) -> dict[int, Mand
     if pin_tokens > budget.pin_cap or fixed + current_tokens + pin_tokens > budget.hard_limit:
         raise FallbackError("pins-exceed-cap", "pinned messages exceed their share of the hard limit")
     return chosen
+
+
+def retain_front(
+    inputs: PlanInputs, decisions: Decisions, mandatory: dict[int, MandatoryReason]
+) -> list[int]:
+    """Keep in front the units the previous plan sent there that are no longer mandatory (the request
+    of a turn the cut passed, once the next turn starts); returns their roots.
+
+    Between compactions a plan extends the previous one: dropping the old request at the next user turn
+    would change the plan's second message and cost the whole cached prefix. They go at the next
+    compaction (``release_front``), when the prefix changes anyway.
+    """
+    index, cut = inputs.index, decisions.cut
+    kept: list[int] = []
+    for root in decisions.front:
+        if root < cut and root not in mandatory and root not in index.incomplete:
+            mandatory[root] = RETAINED_FRONT
+            kept.append(root)
+    return kept
+
+
+def release_front(inputs: PlanInputs, mandatory: dict[int, MandatoryReason], kept: list[int]) -> int:
+    """Forget the units :func:`retain_front` kept; returns the tokens they took."""
+    freed = 0
+    for root in kept:
+        if mandatory.get(root) is RETAINED_FRONT:
+            del mandatory[root]
+            freed += original_unit_tokens(inputs.index, root)
+    return freed

@@ -25,6 +25,8 @@ _EDIT: Final = frozenset(
 )
 _WRITE: Final = frozenset({"write", "writefile", "create", "createfile"})
 _EDITORS: Final = frozenset({"strreplaceeditor", "strreplacebasededittool", "texteditor"})
+# The (normalized) tool names whose kind depends on their arguments, not on the name alone.
+KIND_BY_ARGUMENTS: Final = _EDITORS
 _SHELL: Final = frozenset(
     {"bash", "shell", "sh", "zsh", "exec", "run", "terminal", "command", "runcommand", "execcommand"}
 )
@@ -45,6 +47,15 @@ _ERROR_WORDS: Final = re.compile(
     r"\b(?:error|errors|failed|failure|fail|traceback|exception|panic|fatal|denied|not found)\b|Error\b",
     re.IGNORECASE,
 )
+
+
+_LINE_END: Final = re.compile(r"[\r\n]")
+# A substring of every word ``_ERROR_WORDS`` matches, lower case.
+_ERROR_STEMS: Final = ("error", "fail", "traceback", "exception", "panic", "fatal", "denied", "not found")
+# Where ``exit_status`` looks first.
+_EXIT_TAIL_CHARS: Final = 2_048
+# A traceback's header, which names no error.
+_BARE_HEADER: Final = re.compile(r"^\s*Traceback \(most recent call last\):?\s*$")
 
 
 def tool_kind(name: str, arguments: Mapping[str, object] | None = None) -> str:
@@ -136,20 +147,62 @@ def _pair(arguments: Mapping[str, object]) -> tuple[object, object]:
 
 def exit_status(result: str, is_error: bool) -> str:
     """``exit 0``, ``exit 2``, or ``failed`` when the result names no code but is an error."""
-    # the last one: a command's own output may quote other exit codes first
-    found = next(iter(reversed(list(_EXIT.finditer(result)))), None)
+    # the last one: a command's own output may quote other exit codes first. It is almost always at
+    # the end: the tail is searched first, and a match there is the last one of the whole text.
+    start = max(0, len(result) - _EXIT_TAIL_CHARS)
+    found = None
+    if "xit" in result.lower():  # every form the pattern matches has these letters; finding them is cheap
+        found = _last_match(result, start) if start else None
+        if found is None:
+            found = _last_match(result, 0)
     if found is not None:
         code = next(group for group in found.groups() if group is not None)
         return f"exit {code}"
     return "failed" if is_error else "exit 0"
 
 
+def _last_match(text: str, start: int) -> re.Match[str] | None:
+    found = None
+    for found in _EXIT.finditer(text, start):  # noqa: B007 - the loop keeps the last one
+        pass
+    return found
+
+
 def first_error_line(result: str) -> str | None:
-    """The first line of ``result`` that reads like an error, shortened; ``None`` when there is none."""
-    for line in result.splitlines():
-        if _ERROR_WORDS.search(line):
+    """The first line of ``result`` that reads like an error and says which, shortened; ``None`` when
+    there is none.
+
+    A bare ``Traceback (most recent call last):`` header says only that something failed: the line
+    that names the exception (or any later error line) is taken instead, and the header only when
+    nothing follows it.
+    """
+    header: str | None = None
+    # The pattern scans slowly (case-insensitive alternatives): it only runs on the lines where a plain
+    # substring search finds one of its words, and no other line can match.
+    lowered = result.lower()
+    if len(lowered) != len(result):  # a character whose lower case is longer: positions would not match
+        lines = (line for line in result.splitlines() if _ERROR_WORDS.search(line))
+        line = next((line for line in lines if not _BARE_HEADER.match(line)), None)
+        if line is not None:
             return _short(line, _ERROR_LINE_CHARS)
-    return None
+        lowered = ""
+    position = 0
+    while lowered:
+        hits = [at for word in _ERROR_STEMS if (at := lowered.find(word, position)) >= 0]
+        if not hits:
+            break
+        first = min(hits)
+        begin = max(lowered.rfind("\n", 0, first), lowered.rfind("\r", 0, first)) + 1
+        end = _LINE_END.search(result, first)
+        stop = end.start() if end is not None else len(result)
+        line = result[begin:stop]
+        position = stop
+        if not _ERROR_WORDS.search(line):
+            continue
+        if not _BARE_HEADER.match(line):
+            return _short(line, _ERROR_LINE_CHARS)
+        header = header or line
+    return _short(header, _ERROR_LINE_CHARS) if header is not None else None
 
 
 def _hits(result: str) -> int:

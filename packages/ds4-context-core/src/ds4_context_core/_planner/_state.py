@@ -23,6 +23,7 @@ class PlanState:
         "_cut",
         "_digest",
         "_estimator",
+        "_front",
         "_index",
         "_previous_messages",
         "_receipts",
@@ -42,8 +43,10 @@ class PlanState:
         previous_messages: tuple[CanonicalMessage, ...] = (),
         estimator: TokenEstimator | None = None,
         digest: DigestState | None = None,
+        front: tuple[int, ...] = (),
     ) -> None:
         self._digest = digest
+        self._front = front
         self._index = index
         self._source = source
         self._cut = cut
@@ -121,4 +124,5 @@ def adopt_state(state: PlanState | None, inputs: PlanInputs) -> Decisions:
             decisions.receipt_of[root] = key
     decisions.compactions = state._compactions
     decisions.digest = state._digest
+    decisions.front = state._front
     return decisions

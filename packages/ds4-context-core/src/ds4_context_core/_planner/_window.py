@@ -29,23 +29,27 @@ PRE_CUT_FACTOR: Final = 1.5
 def skip_far_history(inputs: PlanInputs, decisions: Decisions) -> int:
     """Move the cut past history that cannot survive any compaction; return how many messages.
 
-    Anything older than twice the compaction goal is dropped by the compaction anyway, so finding
-    that point by bisection keeps a cold plan of a long history from walking all of it twice.
+    When the span since the cut passes the soft limit a compaction is certain, and anything older than
+    ``PRE_CUT_FACTOR`` compaction goals is dropped by it anyway, so finding that point by bisection
+    keeps a cold plan of a long history from walking all of it twice.
     """
     index, size, cut = inputs.index, inputs.size, decisions.cut
     limit = PRE_CUT_FACTOR * max(compaction_goal(inputs), 1)
-    if index.known_from <= cut and index.cumulative[size] - index.cumulative[cut] <= limit:
+    # Skipping is only right when a compaction is certain: the span since the cut passes the soft limit
+    # too (a low-water goal sits far below it, and the steps in between must append, not compact).
+    trigger = max(limit, inputs.budget.soft_limit)
+    if index.known_from <= cut and index.cumulative[size] - index.cumulative[cut] <= trigger:
         return 0  # the usual re-plan: everything since the cut is estimated and fits
     saved = sum(index.token(p) - trim.tokens for p, trim in decisions.trims.items())
     saved += sum(receipt.original_tokens - receipt.tokens for receipt in decisions.receipts.values())
     # Estimate newest first, only until the answer is certain: all the way down to the cut, or
     # until even with every earlier saving the newer messages alone pass the limit.
-    index.ensure_known(cut, over=limit + saved)
+    index.ensure_known(cut, over=trigger + saved)
     cumulative = index.cumulative
     known = max(cut, index.known_from)
     if known == cut:
         span = cumulative[size] - cumulative[cut]
-        if span <= limit or span - saved <= limit:
+        if span <= trigger or span - saved <= trigger:
             return 0
     # Earlier decisions only shrink the window, so the raw bisection point is a safe lower bound.
     # Every position below ``known`` has more than ``limit`` after it, so the search starts there.
@@ -259,7 +263,12 @@ def compact(
         messages[0].id if messages else "", decisions.compactions, cut, inputs.size
     )
     units = window.units
-    tail_start = decisions.tail_start(units, inputs.budget.recent_tail_ceiling)
+    # The recent tail a compaction spares is at most what the goal leaves for the window: a tail
+    # ceiling above the room (12,000 tokens in a small window) would stop every compaction at the
+    # hard limit, so the cut would move again at the very next step.
+    outside = window.usage - sum(decisions.unit_tokens[root] for root in units)
+    ceiling = min(inputs.budget.recent_tail_ceiling, max(0, goal - outside))
+    tail_start = decisions.tail_start(units, ceiling)
     # The pre-cut stops before the recent tail and before the turn in progress (trimmed, never skipped).
     current = index.current_request()
     turn = bisect.bisect_right(units, current) if current is not None else len(units)

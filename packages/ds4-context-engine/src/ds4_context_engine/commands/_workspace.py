@@ -366,6 +366,8 @@ class ContextWorkspace:
                 pins=pinned,
                 supplemental=memory + extra,
                 calibration_ratio=ratio,
+                # the engine's digest holds core's facts and more: one digest is sent, not two
+                task_digest=False if self.task_digest else None,
             )
 
         plan = replan(carried)
@@ -413,20 +415,15 @@ class ContextWorkspace:
         return plan
 
     def _planning_config(self, dry_run: bool) -> Mapping[str, Any] | Ds4ContextConfig | None:
-        """The configuration core plans with: the workspace's, in dry-run mode when asked, and without
-        core's own task digest while the engine's (a superset of its facts) stands in for it.
+        """The configuration core plans with: the workspace's, in dry-run mode when asked.
 
-        ``None`` (no configuration given, nothing to change) lets core plan with its plain defaults,
+        ``None`` (no configuration given, not a dry run) lets core plan with its plain defaults,
         without validating a model (see the CLI's start-up figures).
         """
-        if self._config_result is None and not dry_run and not self.task_digest:
-            return None
-        core_digest = self.task_digest and self.config.planner.task_digest
-        if not (dry_run or core_digest):
-            return self.config
+        if not dry_run:
+            return None if self._config_result is None else self.config
         settings = self.config.model_dump()
-        settings["pruning"]["dry_run"] = dry_run
-        settings["planner"]["task_digest"] = self.config.planner.task_digest and not core_digest
+        settings["pruning"]["dry_run"] = True
         return settings
 
     def _retrieval_candidates(
@@ -466,7 +463,9 @@ class ContextWorkspace:
             return best
         builder = copy.deepcopy(best) if best is not None else None
         if builder is None:
-            write_tools = DEFAULT_WRITE_TOOLS if self._config_result is None else self.config.pruning.write_tools
+            write_tools = (
+                DEFAULT_WRITE_TOOLS if self._config_result is None else self.config.pruning.write_tools
+            )
             builder = DigestBuilder(write_tools=write_tools)
         builder.feed(messages[builder.consumed : cut])
         self._digests = [*self._digests[-(_DIGEST_READERS - 1) :], (first, builder)]
