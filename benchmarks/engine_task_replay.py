@@ -14,10 +14,12 @@ summaries), with the plan state carried from step to step.
 Each plan is checked with the metrics of ``task_replay.py`` against the branch the workspace planned (what
 Pi would send: its own compaction summary, then the kept entries), with the modified paths counted over
 the whole file (what Pi compacted too): latest request, modified paths, call identities, errors of the
-last 10 results, shared prefix (mean, median, p10, over every step), tokens saved, plans over the window,
-and the CPU time of ``plan()`` alone and of refresh + plan. The text checks run on ``--sample`` steps
-spread evenly (and the last); the rest on every step. ``--core-digest`` turns core's own task digest on
-in the workspace's configuration (``planner.task_digest``), as when core enables it by default;
+last 10 results, shared prefix (mean, median, p10, over every step) and previous plan kept (the same
+shared tokens over the previous plan's, with the share of steps that compact), tokens saved, plans over
+the window, and the CPU time of ``plan()`` alone and of refresh + plan. The text checks run on
+``--sample`` steps spread evenly (and the last); the rest on every step. ``--core-digest`` turns core's
+own task digest on in the workspace's configuration (``planner.task_digest``), as when core enables it
+by default;
 ``--config`` adds any other configuration (JSON), e.g. ``'{"planner": {"compaction_batch_ratio": 0.4}}'``.
 """
 
@@ -36,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from make_coding_session import read_session
-from task_replay import _WRITE_TOOLS, Scores, Step, _orphans, _quantile, _times, check
+from task_replay import _WRITE_TOOLS, Scores, Step, _orphans, _times, check, prefix_summary, record_prefix
 
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.pruning import normalize_tool_name
@@ -116,16 +118,13 @@ def replay(
                         history = list(workspace.context.messages)
                         if history and not plan.ok:
                             scores.fallbacks += 1
+                            scores.previous_tokens = None
                         elif history:
                             budget = plan.budget
                             fixed = budget.fixed_tokens
                             scores.over_limit += budget.total_tokens > budget.hard_limit
                             scores.orphans += _orphans(plan.messages)
-                            history_tokens = budget.total_tokens - fixed
-                            ratio = (
-                                plan.manifest.shared_prefix_tokens / history_tokens if history_tokens else 1.0
-                            )
-                            scores.prefix.append(ratio)
+                            record_prefix(plan, scores, fixed)
                             native = plan.manifest.native_tokens + fixed
                             scores.native_all += native
                             scores.planned_all += budget.total_tokens
@@ -151,15 +150,12 @@ def _pct(values: list[float]) -> str:
 def summary(scores: Scores, plan_times: list[float]) -> dict[str, str]:
     total = sorted(1000 * t for t in scores.times)
     alone = sorted(1000 * t for t in plan_times)
-    prefix = scores.prefix
     return {
         "latest request": _pct(scores.request),
         "modified paths": _pct(scores.paths),
         "call identities": _pct(scores.identities),
         "errors of last 10 results": _pct(scores.errors),
-        "shared prefix mean": f"{statistics.fmean(prefix):.3f}" if prefix else "-",
-        "shared prefix median": f"{statistics.median(prefix):.3f}" if prefix else "-",
-        "shared prefix p10": f"{_quantile(prefix, 0.1):.3f}",
+        **prefix_summary(scores),
         "tokens saved (steps past limit)": f"{100 * (1 - scores.planned_over / scores.native_over):.1f}%"
         if scores.native_over
         else "-",

@@ -20,8 +20,8 @@ sending everything, and plan time per step.
 A Pi session (header ``"type":"session"``; ``fixtures/pi-usage-session.jsonl`` is one) is replayed
 against the usage its assistant messages report; see ``pi_replay.py``. ``--task`` checks instead what
 each plan keeps of the task (latest request, modified paths, call identities, recent errors, shared
-prefix, tokens saved; core alone and as the engine plans), for either kind of session; see
-``task_replay.py``.
+prefix and previous plan kept, tokens saved; core alone and as the engine plans), for either kind of
+session; see ``task_replay.py``.
 """
 
 from __future__ import annotations

@@ -24,8 +24,14 @@ Per step, a plan is checked against the whole branch so far (for a Pi session, a
   that reads like an error and names it (a ``==== FAILURES ====`` banner or a bare ``Traceback (most
   recent call last):`` header names nothing). The first version of this check took the first line that
   reads like an error at all; that figure is still reported (``... first matching line``);
-- shared prefix: the tokens a plan shares with the previous one, over its history tokens (mean,
-  median, p10);
+- shared prefix (the issue's measure): the tokens of the messages a plan shares, as a prefix, with the
+  previous plan, over this plan's history tokens (mean, median, p10; message by message, as the planner's
+  manifest counts it). A step that appends a long tool result lowers it even when the previous plan is
+  kept whole: what it appends is new content, not a broken cache;
+- previous plan kept: the same shared tokens over the *previous* plan's history tokens, the share of the
+  previous request a prompt cache can reuse (what the planner controls; mean, median, p10 over the steps
+  that follow a plan), with the share of steps that compact (a compaction report that is not a dry run)
+  and the same measure over the steps that do not;
 - tokens saved: 1 - planned / native tokens over the steps whose native request passes the hard limit;
 - plan time per step (CPU).
 
@@ -145,6 +151,12 @@ class Scores:
     errors: list[float] = field(default_factory=list)
     errors_first_line: list[float] = field(default_factory=list)
     prefix: list[float] = field(default_factory=list)
+    kept: list[float] = field(default_factory=list)  # shared tokens / the previous plan's history tokens
+    kept_quiet: list[float] = field(default_factory=list)  # the same, steps that do not compact
+    prefix_quiet: list[float] = field(default_factory=list)  # the issue's measure, steps that do not compact
+    compacting: int = 0
+    planned_steps: int = 0
+    previous_tokens: int | None = None  # history tokens of the previous plan (None: no previous plan)
     planned_over: int = 0
     native_over: int = 0
     planned_all: int = 0
@@ -169,6 +181,49 @@ def _orphans(messages: Sequence[CanonicalMessage]) -> int:
                 else:
                     bad += 1
     return bad + len(called - answered)
+
+
+def record_prefix(plan: ContextPlan, scores: Scores, fixed: int) -> None:
+    """Both prefix measures of one plan that is ``ok``: over its own history tokens and over the
+    previous plan's."""
+    history_tokens = plan.budget.total_tokens - fixed
+    shared = plan.manifest.shared_prefix_tokens
+    ratio = shared / history_tokens if history_tokens else 1.0
+    scores.prefix.append(ratio)
+    compaction = plan.manifest.compaction
+    compacts = compaction is not None and not compaction.dry_run
+    if not compacts:
+        scores.prefix_quiet.append(ratio)
+    scores.planned_steps += 1
+    scores.compacting += compacts
+    previous = scores.previous_tokens
+    if previous is not None:
+        kept = shared / previous if previous else 1.0
+        scores.kept.append(kept)
+        if not compacts:
+            scores.kept_quiet.append(kept)
+    scores.previous_tokens = history_tokens
+
+
+def prefix_summary(scores: Scores) -> dict[str, str]:
+    """The rows of both prefix measures, the share of compacting steps and the prefix kept without one."""
+
+    def three(values: list[float]) -> str:
+        if not values:
+            return "-"
+        return f"{statistics.fmean(values):.3f}/{statistics.median(values):.3f}/{_quantile(values, 0.1):.3f}"
+
+    return {
+        "shared prefix mean": f"{statistics.fmean(scores.prefix):.3f}" if scores.prefix else "-",
+        "shared prefix median": f"{statistics.median(scores.prefix):.3f}" if scores.prefix else "-",
+        "shared prefix p10": f"{_quantile(scores.prefix, 0.1):.3f}",
+        "prev. plan kept mean/med/p10": three(scores.kept),
+        "steps that compact": f"{100 * scores.compacting / scores.planned_steps:.1f}%"
+        if scores.planned_steps
+        else "-",
+        "  kept, no compaction m/med/p10": three(scores.kept_quiet),
+        "  shared, no compaction m/med/p10": three(scores.prefix_quiet),
+    }
 
 
 def check(step: Step, plan: ContextPlan, scores: Scores) -> None:
@@ -306,12 +361,12 @@ def run(
         scores.times.append(time.process_time() - started)
         if not plan.ok:
             scores.fallbacks += 1
+            scores.previous_tokens = None
             continue
         budget = plan.budget
         scores.over_limit += budget.total_tokens > budget.hard_limit
         scores.orphans += _orphans(plan.messages)
-        history_tokens = budget.total_tokens - fixed
-        scores.prefix.append(plan.manifest.shared_prefix_tokens / history_tokens if history_tokens else 1.0)
+        record_prefix(plan, scores, fixed)
         native = plan.manifest.native_tokens + fixed
         scores.native_all += native
         scores.planned_all += budget.total_tokens
@@ -346,9 +401,7 @@ def summary(scores: Scores) -> dict[str, Any]:
         "call identities": _pct(scores.identities),
         "errors of last 10 results": _pct(scores.errors),
         "  ... first matching line": _pct(scores.errors_first_line),
-        "shared prefix mean": f"{statistics.fmean(scores.prefix):.3f}" if scores.prefix else "-",
-        "shared prefix median": f"{statistics.median(scores.prefix):.3f}" if scores.prefix else "-",
-        "shared prefix p10": f"{_quantile(scores.prefix, 0.1):.3f}",
+        **prefix_summary(scores),
         "tokens saved (steps past limit)": f"{100 * (1 - scores.planned_over / scores.native_over):.1f}%"
         if scores.native_over
         else "-",
