@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, NamedTuple
 
 from ds4_context_core._history._model import CanonicalMessage, TextBlock, ToolCallBlock, ToolResultBlock
 
@@ -102,6 +102,32 @@ def is_host_command(text: str) -> bool:
     return bool(_COMMAND.match(text.strip()))
 
 
+class _Seen(NamedTuple):
+    """What one call puts: its kind, its identity and path (for its result), and the entry it puts in
+    which store (``read`` only when the file was not changed)."""
+
+    kind: str
+    key: str
+    path: str | None
+    store: str
+    entry: str
+    value: str
+
+
+_MISSING: Final = _Seen("", "", None, "", "", "")
+
+
+def _flat(arguments: object) -> bool:
+    """Whether a call's arguments are a mapping of text keys to text, numbers or nothing: then equal
+    arguments are read the same way, whichever objects hold them."""
+    if type(arguments) is not dict:
+        return False
+    for key, value in arguments.items():
+        if type(key) is not str or not (value is None or type(value) in (str, int, float, bool)):
+            return False
+    return True
+
+
 class _Recent:
     """Keys in order of their last mention (newest last), each with a value and how many times it was
     mentioned; at most ``cap`` kept."""
@@ -156,8 +182,37 @@ class TaskDigestBuilder:
         self._pending: dict[str, tuple[str, str, str | None]] = {}  # call id -> (kind, key, path)
         self._kinds: dict[str, str] = {}  # tool name -> its kind (a session uses few names, many times)
         self._serial = 0
+        # errors whose line is not read yet (call identity -> the result): a later failure of the same
+        # call replaces it unread, the rest are read when the feed ends
+        self._unread: dict[str, str] = {}
 
     def feed(self, messages: Iterable[CanonicalMessage]) -> None:
+        try:
+            self._feed(messages)
+        finally:
+            self._read_errors()
+
+    def _read_errors(self) -> None:
+        unread, entries = self._unread, self.errors.entries
+        for key, content in unread.items():
+            if key in entries:  # not aged out since
+                line = first_error_line(content) or (content.strip().splitlines() or ["failed"])[0]
+                entries[key] = _fold(line, _ENTRY_CHARS)
+        unread.clear()
+
+    def _read_error(self, key: str) -> None:
+        content = self._unread.pop(key, None)
+        if content is not None and key in self.errors.entries:
+            line = first_error_line(content) or (content.strip().splitlines() or ["failed"])[0]
+            self.errors.entries[key] = _fold(line, _ENTRY_CHARS)
+
+    def _feed(self, messages: Iterable[CanonicalMessage]) -> None:
+        # What a call adds depends only on its name and its arguments, and a session repeats its calls
+        # (the same file read, the same test run): a flat call is worked out once per feed and then
+        # replayed (its identity, its path, the entry it puts); the rest are worked out each time.
+        seen: dict[tuple[object, ...], _Seen | None] = {}
+        pending = self._pending
+        errors = self.errors
         for message in messages:
             self.consumed += 1
             flags = message.flags
@@ -168,20 +223,47 @@ class TaskDigestBuilder:
                 self._host_summary(message)
                 continue
             if message.role == "user":
-                text = _text(message)
-                if text and not _tagged(text) and not message.tool_result_ids and not is_host_command(text):
-                    if self.request is None:
-                        self.request = _fold(text, _REQUEST_CHARS)
-                    else:
-                        self._serial += 1
-                        self.instructions.put(str(self._serial), _fold(text, _INSTRUCTION_CHARS))
+                self._user(message)
             for block in message.blocks:
-                if type(block) is ToolCallBlock:
-                    self._call(block)
-                elif type(block) is ToolResultBlock:
-                    self._result(block)
+                if type(block) is ToolResultBlock:
+                    found = pending.pop(block.tool_call_id, None)
+                    if found is None:
+                        continue
+                    if found[0] != "shell" and not block.is_error:
+                        # a call that went through only closes its own open error, if it has one
+                        if found[1] in errors.entries:
+                            self._close(found[1])
+                        continue
+                    self._outcome(block, found)
+                elif type(block) is ToolCallBlock:
+                    arguments = block.arguments
+                    signature: tuple[object, ...] | None = None
+                    done: _Seen | None = _MISSING
+                    if type(arguments) is dict:
+                        try:
+                            signature = (block.name, *arguments.items())
+                            done = seen.get(signature, _MISSING)
+                        except TypeError:  # a value that cannot be hashed
+                            signature = None
+                    if done is _MISSING:
+                        done = self._call(block)
+                        if signature is not None and _flat(arguments):
+                            seen[signature] = done
+                    elif done is not None:
+                        self._replay(done)
+                    if done is not None and isinstance(block.id, str):
+                        pending[block.id] = (done.kind, done.key, done.path)
             if original_role == "bashExecution":  # a command the user ran in the host's shell
                 self._user_shell(_text(message))
+
+    def _user(self, message: CanonicalMessage) -> None:
+        text = _text(message)
+        if text and not _tagged(text) and not message.tool_result_ids and not is_host_command(text):
+            if self.request is None:
+                self.request = _fold(text, _REQUEST_CHARS)
+            else:
+                self._serial += 1
+                self.instructions.put(str(self._serial), _fold(text, _INSTRUCTION_CHARS))
 
     def _host_summary(self, message: CanonicalMessage) -> None:
         text = _text(message)
@@ -199,10 +281,12 @@ class TaskDigestBuilder:
         gist = goal.group(1) if goal else _FILE_TAGS.sub("", text)
         self.summaries.put(message.id, _fold(gist, _SUMMARY_CHARS))
 
-    def _call(self, call: ToolCallBlock) -> None:
+    def _call(self, call: ToolCallBlock) -> _Seen | None:
+        """Puts what ``call`` says and returns it (to replay for the same call again), or None when it
+        says nothing (it holds a tag, or it is a shell call without a command)."""
         name, arguments = call.name, call.arguments
         if not isinstance(name, str) or _arguments_tagged(arguments):
-            return
+            return None
         kind = self._kinds.get(name)
         if kind is None:
             kind = tool_kind(name, arguments if isinstance(arguments, dict) else None)
@@ -211,34 +295,51 @@ class TaskDigestBuilder:
         path = _argument(arguments, _PATH_KEYS)
         short_path = _fold(path, _ENTRY_CHARS) if path else None
         if kind in ("edit", "write") and short_path:
-            self.changed.put(short_path, "written" if kind == "write" else "edited")
-            key = f"{name} {short_path}"
+            done = _Seen(
+                kind,
+                f"{name} {short_path}",
+                short_path,
+                "changed",
+                short_path,
+                "written" if kind == "write" else "edited",
+            )
         elif kind == "read" and short_path:
-            if short_path not in self.changed.entries:
-                self.read.put(short_path, "read")
-            key = f"{name} {short_path}"
+            done = _Seen(kind, f"{name} {short_path}", short_path, "read", short_path, "read")
         elif kind == "shell":
             command = _argument(arguments, _SHELL_KEYS)
             if not command:
-                return
+                return None
             key = _fold(command, _COMMAND_CHARS)
-            self.commands.put(key, "")
+            done = _Seen(kind, key, short_path, "commands", key, "")
         elif kind == "search":
             pattern = _argument(arguments, _SEARCH_KEYS)
             where = f" in {short_path}" if short_path else ""
             key = f"{name} `{_fold(pattern, _ENTRY_CHARS)}`{where}" if pattern else f"{name}{where}"
-            self.searches.put(key, "")
+            done = _Seen(kind, key, short_path, "searches", key, "")
         else:
             main = _argument(arguments, ("command", "query", "url", "pattern", "name", *_PATH_KEYS))
             key = f"{name} {_fold(main, _ENTRY_CHARS)}" if main else name
-            self.other.put(key, "")
-        if isinstance(call.id, str):
-            self._pending[call.id] = (kind, key, short_path)
+            done = _Seen(kind, key, short_path, "other", key, "")
+        self._replay(done)
+        return done
+
+    def _close(self, key: str) -> None:
+        self._read_error(key)
+        self.errors.close(key)
+
+    def _replay(self, done: _Seen) -> None:
+        if done.store == "read":
+            if done.entry not in self.changed.entries:  # a file changed is not listed as read too
+                self.read.put(done.entry, "read")
+        else:
+            getattr(self, done.store).put(done.entry, done.value)
 
     def _result(self, result: ToolResultBlock) -> None:
         found = self._pending.pop(result.tool_call_id, None)
-        if found is None:
-            return
+        if found is not None:
+            self._outcome(result, found)
+
+    def _outcome(self, result: ToolResultBlock, found: tuple[str, str, str | None]) -> None:
         kind, key, _ = found
         content = result.content if isinstance(result.content, str) else ""
         if kind == "shell":
@@ -248,10 +349,10 @@ class TaskDigestBuilder:
         else:
             failed = bool(result.is_error)
         if failed:
-            line = first_error_line(content) or (content.strip().splitlines() or ["failed"])[0]
-            self.errors.put(key, _fold(line, _ENTRY_CHARS))
+            self.errors.put(key, "")  # its line is read once no later failure of the call replaces it
+            self._unread[key] = content
         elif key in self.errors.entries:
-            self.errors.close(key)  # the same call went through since: no longer open, said so
+            self._close(key)  # the same call went through since: no longer open, said so
 
     def _user_shell(self, text: str) -> None:
         first, _, rest = text.partition("\n")
@@ -261,9 +362,10 @@ class TaskDigestBuilder:
         status = exit_status(rest, False)
         self.commands.put(key, f"{status} (run by the user)")
         if status != "exit 0":
+            self._unread.pop(key, None)
             self.errors.put(key, _fold(first_error_line(rest) or status, _ENTRY_CHARS))
         else:
-            self.errors.close(key)
+            self._close(key)
 
     def render(self, max_chars: int) -> str | None:
         """The digest within ``max_chars`` (whole entries only, newest kept first), or None when empty.
