@@ -141,10 +141,13 @@ def test_a_summary_is_asked_once_per_span_and_kept_across_turns(tmp_path):
     with ScriptedServer() as summariser:
         summariser.on("POST", CHAT, answer(summary_text()))
         results, seen, events, _ = _run(tmp_path, summariser.url, check_then_answer, turns=2)
-        asked = len(summariser.requests)
+        asked = [request.body for request in summariser.requests]
     assert all(result.error is None for result in results)
     done = _summaries(events)
-    assert asked == len(done)  # no span asked twice
+    # no span asked twice; a span asked at the last step may still be out when the runtime closes
+    # (it is dropped then), so the server can have seen one more request than finished
+    assert len(set(asked)) == len(asked)
+    assert len(done) <= len(asked) <= len(done) + 1
     assert done[0].status == "accepted"
     # a later cut only asks for what it newly cut: the first span stays covered by its summary
     assert all(later.messages < done[0].messages for later in done[1:])
