@@ -128,6 +128,9 @@ _CONTENTS = (
     "[exit code 2]",
     "Error: nope\n[exit code 0]",
     "",
+    "==== FAILURES ====\r\nerrorx\r\nKeyError: 'k'\nexit code 1",
+    "İ: not found\n[exit code 3]",
+    "except\u0131on \u017f\nfatal: no",
 )
 _STEP = st.one_of(
     st.tuples(st.just("user"), st.sampled_from(("fix it", "/model x", "then this", "[ds4:private] no"))),

@@ -85,7 +85,10 @@ def _fold(text: str, limit: int) -> str:
 
 
 def _text(message: CanonicalMessage) -> str:
-    return "\n".join(block.text for block in message.blocks if type(block) is TextBlock).strip()
+    blocks = message.blocks
+    if len(blocks) == 1 and type(blocks[0]) is TextBlock:  # the usual user message: nothing to join
+        return blocks[0].text.strip()
+    return "\n".join(block.text for block in blocks if type(block) is TextBlock).strip()
 
 
 def _argument(arguments: object, keys: tuple[str, ...]) -> str | None:
@@ -103,18 +106,14 @@ def is_host_command(text: str) -> bool:
 
 
 class _Seen(NamedTuple):
-    """What one call puts: its kind, its identity and path (for its result), and the entry it puts in
-    which store (``read`` only when the file was not changed)."""
+    """What one call puts: the entry it puts in which store (a read only when the file was not
+    changed), and what its result needs (its kind, its identity and its path)."""
 
-    kind: str
-    key: str
-    path: str | None
-    store: str
+    store: _Recent
     entry: str
     value: str
-
-
-_MISSING: Final = _Seen("", "", None, "", "", "")
+    read: bool
+    found: tuple[str, str, str | None]
 
 
 def _flat(arguments: object) -> bool:
@@ -206,59 +205,73 @@ class TaskDigestBuilder:
             line = first_error_line(content) or (content.strip().splitlines() or ["failed"])[0]
             self.errors.entries[key] = _fold(line, _ENTRY_CHARS)
 
-    def _feed(self, messages: Iterable[CanonicalMessage]) -> None:
+    def _feed(self, messages: Iterable[CanonicalMessage]) -> None:  # noqa: PLR0915 - one loop, all left out
         # What a call adds depends only on its name and its arguments, and a session repeats its calls
         # (the same file read, the same test run): a flat call is worked out once per feed and then
-        # replayed (its identity, its path, the entry it puts); the rest are worked out each time.
+        # replayed (the entry it puts, its identity and its path); the rest are worked out each time.
+        # This loop runs for every message a cold plan leaves out, so what it does per block is kept to
+        # dictionary look-ups; anything more is a method call made only when a block can add something.
         seen: dict[tuple[object, ...], _Seen | None] = {}
         pending = self._pending
-        errors = self.errors
-        for message in messages:
-            self.consumed += 1
-            flags = message.flags
-            if flags.local_only or flags.synthetic:
-                continue
-            original_role = message.provenance.original_role
-            if original_role in _HOST_SUMMARY_ROLES:
-                self._host_summary(message)
-                continue
-            if message.role == "user":
-                self._user(message)
-            for block in message.blocks:
-                if type(block) is ToolResultBlock:
-                    found = pending.pop(block.tool_call_id, None)
-                    if found is None:
-                        continue
-                    if found[0] != "shell" and not block.is_error:
-                        # a call that went through only closes its own open error, if it has one
-                        if found[1] in errors.entries:
-                            self._close(found[1])
-                        continue
-                    self._outcome(block, found)
-                elif type(block) is ToolCallBlock:
-                    arguments = block.arguments
-                    signature: tuple[object, ...] | None = None
-                    done: _Seen | None = _MISSING
-                    if type(arguments) is dict:
-                        try:
-                            signature = (block.name, *arguments.items())
-                            done = seen.get(signature, _MISSING)
-                        except TypeError:  # a value that cannot be hashed
-                            signature = None
-                    if done is _MISSING:
-                        done = self._call(block)
-                        if signature is not None and _flat(arguments):
-                            seen[signature] = done
-                    elif done is not None:
-                        self._replay(done)
-                    if done is not None and isinstance(block.id, str):
-                        pending[block.id] = (done.kind, done.key, done.path)
-            if original_role == "bashExecution":  # a command the user ran in the host's shell
-                self._user_shell(_text(message))
+        open_errors = self.errors.entries
+        changed = self.changed.entries
+        counted = 0
+        try:
+            for message in messages:
+                counted += 1
+                flags = message.flags
+                if flags.local_only or flags.synthetic:
+                    continue
+                original_role = message.provenance.original_role
+                if original_role is not None and original_role in _HOST_SUMMARY_ROLES:
+                    self._host_summary(message)
+                    continue
+                if message.role == "user":
+                    self._user(message)
+                for block in message.blocks:
+                    if type(block) is ToolResultBlock:
+                        found = pending.pop(block.tool_call_id, None)
+                        if found is None:
+                            continue
+                        if found[0] != "shell" and not block.is_error:
+                            # a call that went through only closes its own open error, if it has one
+                            if found[1] in open_errors:
+                                self._close(found[1])
+                            continue
+                        self._outcome(block, found)
+                    elif type(block) is ToolCallBlock:
+                        arguments = block.arguments
+                        done: _Seen | None
+                        if type(arguments) is dict:
+                            try:
+                                signature = (block.name, *arguments.items())
+                                done = seen[signature]
+                            except KeyError:
+                                done = self._call(block)
+                                if _flat(arguments):
+                                    seen[signature] = done
+                            except TypeError:  # a value that cannot be hashed
+                                done = self._call(block)
+                            else:
+                                if done is not None and not (done.read and done.entry in changed):
+                                    done.store.put(done.entry, done.value)
+                        else:
+                            done = self._call(block)
+                        if done is not None and isinstance(block.id, str):
+                            pending[block.id] = done.found
+                if original_role == "bashExecution":  # a command the user ran in the host's shell
+                    self._user_shell(_text(message))
+        finally:
+            self.consumed += counted
 
     def _user(self, message: CanonicalMessage) -> None:
         text = _text(message)
-        if text and not _tagged(text) and not message.tool_result_ids and not is_host_command(text):
+        if not text or _tagged(text):
+            return
+        blocks = message.blocks
+        # one text block answers no call: no need to look for results
+        answers = not (len(blocks) == 1 and type(blocks[0]) is TextBlock) and bool(message.tool_result_ids)
+        if not answers and not is_host_command(text):
             if self.request is None:
                 self.request = _fold(text, _REQUEST_CHARS)
             else:
@@ -295,44 +308,32 @@ class TaskDigestBuilder:
         path = _argument(arguments, _PATH_KEYS)
         short_path = _fold(path, _ENTRY_CHARS) if path else None
         if kind in ("edit", "write") and short_path:
-            done = _Seen(
-                kind,
-                f"{name} {short_path}",
-                short_path,
-                "changed",
-                short_path,
-                "written" if kind == "write" else "edited",
-            )
+            value = "written" if kind == "write" else "edited"
+            done = _Seen(self.changed, short_path, value, False, (kind, f"{name} {short_path}", short_path))
         elif kind == "read" and short_path:
-            done = _Seen(kind, f"{name} {short_path}", short_path, "read", short_path, "read")
+            done = _Seen(self.read, short_path, "read", True, (kind, f"{name} {short_path}", short_path))
         elif kind == "shell":
             command = _argument(arguments, _SHELL_KEYS)
             if not command:
                 return None
             key = _fold(command, _COMMAND_CHARS)
-            done = _Seen(kind, key, short_path, "commands", key, "")
+            done = _Seen(self.commands, key, "", False, (kind, key, short_path))
         elif kind == "search":
             pattern = _argument(arguments, _SEARCH_KEYS)
             where = f" in {short_path}" if short_path else ""
             key = f"{name} `{_fold(pattern, _ENTRY_CHARS)}`{where}" if pattern else f"{name}{where}"
-            done = _Seen(kind, key, short_path, "searches", key, "")
+            done = _Seen(self.searches, key, "", False, (kind, key, short_path))
         else:
             main = _argument(arguments, ("command", "query", "url", "pattern", "name", *_PATH_KEYS))
             key = f"{name} {_fold(main, _ENTRY_CHARS)}" if main else name
-            done = _Seen(kind, key, short_path, "other", key, "")
-        self._replay(done)
+            done = _Seen(self.other, key, "", False, (kind, key, short_path))
+        if not (done.read and done.entry in self.changed.entries):  # a file changed is not listed as read too
+            done.store.put(done.entry, done.value)
         return done
 
     def _close(self, key: str) -> None:
         self._read_error(key)
         self.errors.close(key)
-
-    def _replay(self, done: _Seen) -> None:
-        if done.store == "read":
-            if done.entry not in self.changed.entries:  # a file changed is not listed as read too
-                self.read.put(done.entry, "read")
-        else:
-            getattr(self, done.store).put(done.entry, done.value)
 
     def _result(self, result: ToolResultBlock) -> None:
         found = self._pending.pop(result.tool_call_id, None)

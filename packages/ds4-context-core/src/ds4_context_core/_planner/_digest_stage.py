@@ -101,7 +101,12 @@ def digest_supplement(inputs: PlanInputs, decisions: Decisions, room: int | None
         builder = TaskDigestBuilder()
     decisions.fresh_builder = builder
     view = inputs.index.view
-    builder.feed(view[position] for position in range(builder.consumed, cut))
+    start = builder.consumed
+    # A slice of a tuple or list costs next to nothing per message; another sequence is read one by one.
+    if isinstance(view, tuple | list):
+        builder.feed(view[start:cut])
+    else:
+        builder.feed(view[position] for position in range(start, cut))
     supplement = _render(inputs, builder, limit)
     decisions.digest = DigestState(cut=cut, builder=builder, supplement=supplement)
     return supplement

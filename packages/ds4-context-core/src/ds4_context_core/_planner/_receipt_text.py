@@ -52,6 +52,9 @@ _ERROR_WORDS: Final = re.compile(
 _LINE_END: Final = re.compile(r"[\r\n]")
 # A substring of every word ``_ERROR_WORDS`` matches, lower case.
 _ERROR_STEMS: Final = ("error", "fail", "traceback", "exception", "panic", "fatal", "denied", "not found")
+_ERROR_STEM: Final = re.compile("|".join(_ERROR_STEMS))
+# ``_ERROR_WORDS`` for lowered ASCII text: no case to ignore.
+_LOWER_ERROR_WORDS: Final = re.compile(_ERROR_WORDS.pattern.replace("|Error", "|error"))
 # Where ``exit_status`` looks first.
 _EXIT_TAIL_CHARS: Final = 2_048
 # A traceback's header, which names no error.
@@ -177,31 +180,27 @@ def first_error_line(result: str) -> str | None:
     nothing follows it.
     """
     header: str | None = None
-    # The pattern scans slowly (case-insensitive alternatives): it only runs on the lines where a plain
-    # substring search finds one of its words, and no other line can match.
     lowered = result.lower()
     if len(lowered) != len(result):  # a character whose lower case is longer: positions would not match
         lines = (line for line in result.splitlines() if _ERROR_WORDS.search(line))
         line = next((line for line in lines if not _BARE_HEADER.match(line)), None)
-        if line is not None:
-            return _short(line, _ERROR_LINE_CHARS)
-        lowered = ""
-    position = 0
-    while lowered:
-        hits = [at for word in _ERROR_STEMS if (at := lowered.find(word, position)) >= 0]
-        if not hits:
-            break
-        first = min(hits)
+        return _short(line, _ERROR_LINE_CHARS) if line is not None else None
+    # The pattern scans slowly (case-insensitive alternatives): it only runs on the lines where a plain
+    # search of the lowered text finds one of its words, and no other line can match. On ASCII text the
+    # lowered text matches a case-sensitive copy of the pattern exactly where the original matches it.
+    words, text = (_LOWER_ERROR_WORDS.search, lowered) if result.isascii() else (_ERROR_WORDS.search, result)
+    found = _ERROR_STEM.search(lowered)
+    while found is not None:
+        first = found.start()
         begin = max(lowered.rfind("\n", 0, first), lowered.rfind("\r", 0, first)) + 1
         end = _LINE_END.search(result, first)
         stop = end.start() if end is not None else len(result)
-        line = result[begin:stop]
-        position = stop
-        if not _ERROR_WORDS.search(line):
-            continue
-        if not _BARE_HEADER.match(line):
-            return _short(line, _ERROR_LINE_CHARS)
-        header = header or line
+        if words(text, begin, stop) is not None:
+            line = result[begin:stop]
+            if not _BARE_HEADER.match(line):
+                return _short(line, _ERROR_LINE_CHARS)
+            header = header or line
+        found = _ERROR_STEM.search(lowered, stop)
     return _short(header, _ERROR_LINE_CHARS) if header is not None else None
 
 
