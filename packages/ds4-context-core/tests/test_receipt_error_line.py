@@ -107,3 +107,11 @@ def test_a_long_result_names_its_first_error_past_near_misses():
     result = noise + "Traceback (most recent call last):\n  File x\nKeyError: 'k'\n" + "ok\n" * 100
     assert first_error_line(result) == "KeyError: 'k'" == _reference(result)
     assert first_error_line(re.sub("K", "\u212a", result)) == _reference(re.sub("K", "\u212a", result))
+
+
+def test_a_word_only_the_case_insensitive_pattern_sees_still_names_its_line():
+    # the dotless i matches an ``i`` only when case is ignored: no error word is found in the lowered
+    # text before ``FAILURES``, which is no error word itself, yet the line is an error line
+    for result in ("except\u0131on FAILURES", "ok\nexcept\u0131on FAILURES\nValueError: x", "fa\u0131led"):
+        assert first_error_line(result) == _reference(result)
+    assert first_error_line("ok\nexcept\u0131on FAILURES\nValueError: x") == "except\u0131on FAILURES"

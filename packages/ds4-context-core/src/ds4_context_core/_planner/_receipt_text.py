@@ -188,14 +188,21 @@ def first_error_line(result: str) -> str | None:
     # The pattern scans slowly (case-insensitive alternatives): it only runs on the lines where a plain
     # search of the lowered text finds one of its words, and no other line can match. On ASCII text the
     # lowered text matches a case-sensitive copy of the pattern exactly where the original matches it.
-    words, text = (_LOWER_ERROR_WORDS.search, lowered) if result.isascii() else (_ERROR_WORDS.search, result)
+    plain = result.isascii()
+    words, text = (_LOWER_ERROR_WORDS.search, lowered) if plain else (_ERROR_WORDS.search, result)
     found = _ERROR_STEM.search(lowered)
     while found is not None:
         first = found.start()
-        begin = max(lowered.rfind("\n", 0, first), lowered.rfind("\r", 0, first)) + 1
         end = _LINE_END.search(result, first)
         stop = end.start() if end is not None else len(result)
-        if words(text, begin, stop) is not None:
+        begin = -1
+        if not plain:  # the case-insensitive pattern may match where the lowered text holds no word
+            begin = max(lowered.rfind("\n", 0, first), lowered.rfind("\r", 0, first)) + 1
+        # On ASCII text every match begins with an error word and none is found on this line before
+        # ``first``: the line's match, if any, begins there (``\b`` still sees the character before).
+        if words(text, first if plain else begin, stop) is not None:
+            if plain:
+                begin = max(lowered.rfind("\n", 0, first), lowered.rfind("\r", 0, first)) + 1
             line = result[begin:stop]
             if not _BARE_HEADER.match(line):
                 return _short(line, _ERROR_LINE_CHARS)
