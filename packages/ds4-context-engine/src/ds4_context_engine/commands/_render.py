@@ -38,6 +38,8 @@ def _scalar(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"  # as plan's tables print them: one way to write a number across commands
     if isinstance(value, float):
         return f"{value:.3g}"
     if isinstance(value, tuple):
