@@ -521,6 +521,9 @@ def test_every_number_of_compact_preview_agrees_with_plan_and_adds_up(tmp_path, 
         budget = plan["budget"]
         left = budget["context_window"] - budget["output_reserve"] - manifest["planned_tokens"]
         assert f"free: {left:,} tokens" in free
+        included = json.loads(_run("included", session, *options, "--json").stdout)
+        assert included["planned_tokens"] == manifest["planned_tokens"]
+        assert included["total_tokens"] + included["fixed_tokens"] == included["planned_tokens"]
         fixed_seen.append(fixed)
     assert max(fixed_seen) > 0  # the usage session's overhead is in the totals and the bar
     pins = [item for item in items if item["kind"] == "pin"]
@@ -575,3 +578,25 @@ def test_the_deleted_demo_says_how_to_keep_it_and_what_to_pass_for_a_session():
         "ds4-context plan SESSION --window N (and --model provider:model if the session names no model)"
         in (result.stdout)
     )
+
+
+def test_a_number_in_a_narrow_table_is_never_cut(tmp_path):
+    """At 80 columns the compaction table cut "184,798" to "184,…": numeric columns keep their width."""
+    session = tmp_path / "usage.jsonl"
+    shutil.copyfile(BENCH_FIXTURES / "pi-usage-session.jsonl", session)
+    listed = json.loads(_run("compaction", session, "--no-store", "--json").stdout)
+    shown = runner.invoke(app, ["compaction", str(session), "--no-store"], env={"COLUMNS": "80"}).stdout
+    assert len(listed["compactions"]) == 2
+    for line in listed["compactions"]:
+        assert f"{line['tokens_before']:,}" in shown
+        assert f"{line['summary_chars']:,}" in shown
+
+
+def test_a_blocked_plan_does_not_print_an_unmeasured_history_as_zero_tokens(demo_session):
+    body = json.loads(_run("plan", demo_session, "--window", "100", "--no-store", "--json").stdout)
+    assert body["manifest"]["fallback"]["mode"] == "blocked"
+    assert body["manifest"]["native_tokens"] == 0  # the planner stopped before measuring
+    table = runner.invoke(app, ["plan", str(demo_session), "--window", "100", "--no-store"]).stdout
+    history = next(line for line in table.splitlines() if "│ history" in line)
+    assert f"{body['manifest']['history_messages']} messages, not measured (blocked)" in history
+    assert "0 tokens" not in history

@@ -339,7 +339,15 @@ def print_plan(console: Console, workspace: ContextWorkspace, plan: Any) -> None
     model = workspace.model
     summary.add_row("model", f"{model.provider}:{model.id}" if model else "-")
     summary.add_row("window / hard limit", f"{budget.context_window:,} / {budget.hard_limit:,} tokens")
-    summary.add_row("history", f"{manifest.history_messages} messages, {manifest.native_tokens:,} tokens")
+    # a blocked plan stops before it measures the history: its 0 tokens would read as an empty session
+    unmeasured = (
+        manifest.fallback is not None
+        and manifest.fallback.mode == "blocked"
+        and manifest.native_tokens == 0
+        and manifest.history_messages > 0
+    )
+    history_tokens = "not measured (blocked)" if unmeasured else f"{manifest.native_tokens:,} tokens"
+    summary.add_row("history", f"{manifest.history_messages} messages, {history_tokens}")
     # supplements (task digest, retrieved history, memory) are items but not history messages: say so, so
     # that the kept table's total (every item) adds up to this line
     supplements = len(plan.items) - manifest.included_messages
@@ -347,7 +355,7 @@ def print_plan(console: Console, workspace: ContextWorkspace, plan: Any) -> None
     summary.add_row(
         "planned", f"{manifest.included_messages} messages{extra}, {manifest.planned_tokens:,} tokens"
     )
-    summary.add_row("saved", f"{manifest.saved_tokens:,} tokens")
+    summary.add_row("saved", "-" if unmeasured else f"{manifest.saved_tokens:,} tokens")
     if budget.fixed_tokens:
         # history and planned both count the request's fixed part: say how much, so the rows add up
         source = _FIXED_SOURCES.get(getattr(workspace, "fixed_tokens_source", ""), "")

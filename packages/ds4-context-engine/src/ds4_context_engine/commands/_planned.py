@@ -98,7 +98,12 @@ def context_included(workspace: ContextWorkspace) -> IncludedResult:
         )
         for item in plan.items
     )
-    return IncludedResult(total_tokens=sum(item.tokens for item in items), items=items)
+    return IncludedResult(
+        total_tokens=sum(item.tokens for item in items),
+        fixed_tokens=plan.budget.fixed_tokens,
+        planned_tokens=plan.manifest.planned_tokens,
+        items=items,
+    )
 
 
 def context_excluded(workspace: ContextWorkspace) -> ExcludedResult:

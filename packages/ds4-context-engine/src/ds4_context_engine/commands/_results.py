@@ -175,7 +175,12 @@ class ExplainResult(_Result, frozen=True):
 
 
 class IncludedResult(_Result, frozen=True):
+    """``total_tokens`` is what the items weigh; with ``fixed_tokens`` (the system prompt and tools the
+    request also carries) it makes ``planned_tokens``, the manifest's and ``plan``'s planned figure."""
+
     total_tokens: int
+    fixed_tokens: int
+    planned_tokens: int
     items: tuple[ItemLine, ...]
     command: str = "included"
 
