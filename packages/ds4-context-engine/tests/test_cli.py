@@ -524,6 +524,11 @@ def test_every_number_of_compact_preview_agrees_with_plan_and_adds_up(tmp_path, 
         included = json.loads(_run("included", session, *options, "--json").stdout)
         assert included["planned_tokens"] == manifest["planned_tokens"]
         assert included["total_tokens"] + included["fixed_tokens"] == included["planned_tokens"]
+        if fixed:  # the history line shows the messages' part, the figure `status` estimates
+            status = json.loads(_run("status", session, *options, "--json").stdout)
+            parts = f"({status['estimated_tokens']:,} + {fixed:,} fixed)"
+            assert status["estimated_tokens"] + fixed == manifest["native_tokens"]
+            assert parts in table
         fixed_seen.append(fixed)
     assert max(fixed_seen) > 0  # the usage session's overhead is in the totals and the bar
     pins = [item for item in items if item["kind"] == "pin"]

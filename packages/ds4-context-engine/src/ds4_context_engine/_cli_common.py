@@ -347,6 +347,10 @@ def print_plan(console: Console, workspace: ContextWorkspace, plan: Any) -> None
         and manifest.history_messages > 0
     )
     history_tokens = "not measured (blocked)" if unmeasured else f"{manifest.native_tokens:,} tokens"
+    if budget.fixed_tokens and not unmeasured:
+        # the messages alone are what `status` and `tokens` estimate: show both parts of the sum
+        messages_only = manifest.native_tokens - budget.fixed_tokens
+        history_tokens += f" ({messages_only:,} + {budget.fixed_tokens:,} fixed)"
     summary.add_row("history", f"{manifest.history_messages} messages, {history_tokens}")
     # supplements (task digest, retrieved history, memory) are items but not history messages: say so, so
     # that the kept table's total (every item) adds up to this line
