@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -444,3 +445,163 @@ def test_plan_and_compact_preview_agree_and_the_plan_counts_add_up(demo_session,
     total = next(line for line in table.splitlines() if " total " in line)
     cells = [cell.strip() for cell in total.strip("│┃ ").split("│")]
     assert cells[-2:] == [str(len(plan["items"])), f"{sum(item['tokens'] for item in plan['items']):,}"]
+
+
+BENCH_FIXTURES = Path(__file__).resolve().parents[3] / "benchmarks" / "fixtures"
+
+
+def _pinned_sessions(tmp_path, demo_session):
+    """A real Pi session (receipts, a trimmed result, a Pi compaction) and the demo session with a pin."""
+    shell = tmp_path / "shell" / "session.jsonl"
+    shell.parent.mkdir()
+    shutil.copyfile(BENCH_FIXTURES / "pi-shell-session.jsonl", shell)
+    pinned = tmp_path / "demo" / "session.jsonl"
+    pinned.parent.mkdir()
+    shutil.copyfile(demo_session, pinned)
+    first_user = next(
+        json.loads(line)["id"]
+        for line in pinned.read_text().splitlines()
+        if '"role":"user"' in line.replace(" ", "")
+    )
+    assert _run("pin", pinned, first_user, "--label", "the task", "--no-store").exit_code == 0
+    # Pi recorded usage in this one: the fixed overhead (system prompt and tools) is measured, not 0
+    usage = tmp_path / "usage" / "session.jsonl"
+    usage.parent.mkdir()
+    shutil.copyfile(BENCH_FIXTURES / "pi-usage-session.jsonl", usage)
+    return [(shell, "32000"), (usage, "32000"), (pinned, "16000")]
+
+
+def test_every_number_of_compact_preview_agrees_with_plan_and_adds_up(tmp_path, demo_session):
+    """The summary and the pin are counted the same way by both commands, and each output adds up."""
+    fixed_seen = []
+    for session, window in _pinned_sessions(tmp_path, demo_session):
+        options = ["--window", window, "--store", tmp_path / f"{session.parent.name}.sqlite3"]
+        plan = json.loads(_run("plan", session, *options, "--json").stdout)
+        preview = json.loads(_run("compact-preview", session, *options, "--json").stdout)
+        manifest, items = plan["manifest"], plan["items"]
+        assert preview["compacts"] is True
+        # the same figures as plan's summary table
+        assert preview["history_messages"] == manifest["history_messages"]
+        assert preview["tokens_before"] == manifest["native_tokens"]
+        fixed = plan["budget"]["fixed_tokens"]
+        assert preview["fixed_tokens"] == fixed
+        assert (
+            preview["tokens_after"] == manifest["planned_tokens"] == fixed + sum(i["tokens"] for i in items)
+        )
+        assert preview["saved_tokens"] == manifest["saved_tokens"]
+        assert preview["tokens_before"] - preview["tokens_after"] == preview["saved_tokens"]
+        supplements = [item for item in items if item["original_index"] is None]
+        assert supplements  # the task digest at least
+        assert preview["supplement_tokens"] == sum(item["tokens"] for item in supplements)
+        # every history message is kept, receipted or left out, and plan's left-out table says how many
+        left_out = sum(exclusion["count"] for exclusion in manifest["exclusions"])
+        assert preview["dropped_messages"] == left_out
+        receipted = sum(len(record["original_message_ids"]) for record in manifest["receipts"])
+        assert preview["receipted_messages"] == receipted
+        kept = [item for item in items if item["original_index"] is not None and item["kind"] != "receipt"]
+        assert preview["kept_messages"] == len(kept)
+        assert manifest["history_messages"] == len(kept) + receipted + left_out
+        assert preview["receipts"] == [record["receipt_id"] for record in manifest["receipts"]]
+        assert preview["trimmed_messages"] == preview["trimmed_in_plan"] + preview["trimmed_in_receipts"]
+        # and the tables print those numbers the same way (thousands separated)
+        table = runner.invoke(app, ["plan", str(session), *map(str, options)], env={"COLUMNS": "200"}).stdout
+        shown = runner.invoke(
+            app, ["compact-preview", str(session), *map(str, options)], env={"COLUMNS": "200"}
+        ).stdout
+        assert f"{manifest['native_tokens']:,} tokens" in table
+        assert f"{preview['tokens_before']:,}" in shown
+        assert f"{preview['saved_tokens']:,} tokens" in table
+        assert f"{preview['saved_tokens']:,}" in shown
+        total = next(line for line in table.splitlines() if " total " in line)
+        assert [cell.strip() for cell in total.strip("│┃ ").split("│")][-2:] == [
+            str(len(items)),
+            f"{manifest['planned_tokens']:,}",
+        ]
+        free = next(line for line in table.splitlines() if "free:" in line)
+        budget = plan["budget"]
+        left = budget["context_window"] - budget["output_reserve"] - manifest["planned_tokens"]
+        assert f"free: {left:,} tokens" in free
+        included = json.loads(_run("included", session, *options, "--json").stdout)
+        assert included["planned_tokens"] == manifest["planned_tokens"]
+        assert included["total_tokens"] + included["fixed_tokens"] == included["planned_tokens"]
+        if fixed:  # the history line shows the messages' part, the figure `status` estimates
+            status = json.loads(_run("status", session, *options, "--json").stdout)
+            parts = f"({status['estimated_tokens']:,} + {fixed:,} fixed)"
+            assert status["estimated_tokens"] + fixed == manifest["native_tokens"]
+            assert parts in table
+        fixed_seen.append(fixed)
+    assert max(fixed_seen) > 0  # the usage session's overhead is in the totals and the bar
+    pins = [item for item in items if item["kind"] == "pin"]
+    assert len(pins) == 1  # the demo's pin is in the plan, counted as kept, not as dropped
+
+
+def test_without_a_window_the_error_asks_for_the_window_only_when_the_session_names_the_model(
+    tmp_path, demo_session
+):
+    named = _run("manifest", demo_session, "--no-store")
+    assert named.exit_code == EXIT_ERROR
+    assert "error [model-unknown]" in named.stderr
+    assert "pass --window N to plan for the session's model openai:gpt-4.1-mini" in named.stderr
+    bare = tmp_path / "bare.jsonl"
+    header = {"type": "session", "version": 3, "id": "bare", "timestamp": "2026-01-01T00:00:00.000Z"}
+    message = {
+        "type": "message", "id": "a1", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
+        "message": {"role": "user", "content": "hello", "timestamp": 1},
+    }  # fmt: skip
+    bare.write_text(json.dumps({**header, "cwd": str(tmp_path)}) + "\n" + json.dumps(message) + "\n")
+    unnamed = _run("manifest", bare, "--no-store")
+    assert unnamed.exit_code == EXIT_ERROR
+    assert "the session names none; pass --model provider:model --window N" in unnamed.stderr
+    window_only = _run("manifest", bare, "--no-store", "--window", "8000")
+    assert window_only.exit_code == EXIT_USAGE
+    assert "error [model-required]" in window_only.stderr
+
+
+def test_the_kept_demo_prints_commands_that_show_its_plan_again_and_restore_what_it_restored(tmp_path):
+    """The first hour: the demo's next step must give the plan the demo showed, not a different one."""
+    target = tmp_path / "kept dir"  # a space: the printed commands quote their paths
+    demo = runner.invoke(app, ["demo", "--keep", str(target)], env={"COLUMNS": "100"})
+    assert demo.exit_code == 0, demo.output
+    commands = [line.strip() for line in demo.stdout.splitlines() if line.strip().startswith("ds4-context ")]
+    assert [shlex.split(line)[1] for line in commands] == ["plan", "restore"]
+    planned = next(line for line in demo.stdout.splitlines() if "│ planned" in line)
+    again = _run(*shlex.split(commands[0])[1:])
+    assert again.exit_code == 0, again.output
+    assert planned.split("│")[2].strip() in again.stdout  # the same "N messages + S supplements, T tokens"
+    restored = _run(*shlex.split(commands[1])[1:], "--json")
+    assert restored.exit_code == 0, restored.output
+    body = json.loads(restored.stdout)
+    assert body["messages"]
+    assert body["kind"] in {"receipt", "trimmed-tool-result"}
+
+
+def test_the_deleted_demo_says_how_to_keep_it_and_what_to_pass_for_a_session():
+    result = runner.invoke(app, ["demo"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0
+    assert "ds4-context demo --keep DIR" in result.stdout
+    assert (
+        "ds4-context plan SESSION --window N (and --model provider:model if the session names no model)"
+        in (result.stdout)
+    )
+
+
+def test_a_number_in_a_narrow_table_is_never_cut(tmp_path):
+    """At 80 columns the compaction table cut "184,798" to "184,…": numeric columns keep their width."""
+    session = tmp_path / "usage.jsonl"
+    shutil.copyfile(BENCH_FIXTURES / "pi-usage-session.jsonl", session)
+    listed = json.loads(_run("compaction", session, "--no-store", "--json").stdout)
+    shown = runner.invoke(app, ["compaction", str(session), "--no-store"], env={"COLUMNS": "80"}).stdout
+    assert len(listed["compactions"]) == 2
+    for line in listed["compactions"]:
+        assert f"{line['tokens_before']:,}" in shown
+        assert f"{line['summary_chars']:,}" in shown
+
+
+def test_a_blocked_plan_does_not_print_an_unmeasured_history_as_zero_tokens(demo_session):
+    body = json.loads(_run("plan", demo_session, "--window", "100", "--no-store", "--json").stdout)
+    assert body["manifest"]["fallback"]["mode"] == "blocked"
+    assert body["manifest"]["native_tokens"] == 0  # the planner stopped before measuring
+    table = runner.invoke(app, ["plan", str(demo_session), "--window", "100", "--no-store"]).stdout
+    history = next(line for line in table.splitlines() if "│ history" in line)
+    assert f"{body['manifest']['history_messages']} messages, not measured (blocked)" in history
+    assert "0 tokens" not in history

@@ -36,6 +36,7 @@ from ds4_context_engine.pi import (
     pi_session_revision,
     read_pi_session_bytes,
 )
+from ds4_context_engine.store import append_pin_event, append_unpin_event
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi"
 
@@ -67,19 +68,19 @@ def test_the_pi_adapter_passes_the_conformance_kit(backend):
         "fallback",
         "lifecycle",
     ]
-    # a Pi file has no system message, and the snapshot no pins or local-only marks: skipped, and said so
-    assert report.skipped_parts == ("system", "pinned-flag", "local-only-flag")
+    # a Pi file has no system message and no local-only mark: skipped, and said so; pins are carried
+    assert report.skipped_parts == ("system", "local-only-flag")
     assert report.fixture_version == "runtime-adapter-conformance-fixture-v2"
 
 
 def test_the_pi_adapter_carries_images_thinking_and_parallel_tool_calls_of_the_v2_fixture(tmp_path):
     """What the Pi form can hold comes back exactly; an adapter that lost it would fail the kit."""
-    fixture = load_conformance_fixture().without(frozenset({"system", "pinned-flag", "local-only-flag"}))
+    fixture = load_conformance_fixture().without(frozenset({"system", "local-only-flag"}))
     subject = pi_session_conformance_factory().create(fixture, ConformanceTransport({}))
     try:
         snapshot = subject.adapter.snapshot_history()
         got = {message.source_entry_id: message for message in snapshot.messages}
-        for part in ("image", "thinking", "parallel-tool-calls"):
+        for part in ("image", "thinking", "parallel-tool-calls", "pinned-flag"):
             for message_id in fixture.parts[part]:
                 want = next(message for message in fixture.messages if message.id == message_id)
                 assert got[want.source_entry_id].blocks == want.blocks
@@ -279,3 +280,23 @@ def test_revision_equals_stable_hash_of_the_original_values(payloads):
     assert pi_session_revision(session, session.leaf_id) == stable_hash(
         {"leafId": parent, "entries": entries}
     )
+
+
+def test_the_adapter_marks_pins_from_the_sessions_pin_events_and_follows_unpins(tmp_path):
+    """The pinned flag comes from ``ds4-context.pin`` entries (as the CLI writes them), read incrementally."""
+    path, project = _session_in(tmp_path)
+    adapter = PiSessionAdapter(path, trusted_roots=[project], transport=_transport)
+    first = adapter.snapshot_history().messages[0]
+    assert first.flags is None or not first.flags.pinned
+    append_pin_event(path, first.source_entry_id, label="keep")
+    pinned = adapter.snapshot_history().messages[0]
+    assert pinned.flags is not None
+    assert pinned.flags.pinned
+    others = adapter.snapshot_history().messages[1:]
+    assert all(message.flags is None or not message.flags.pinned for message in others)
+    append_unpin_event(path, first.source_entry_id)
+    unpinned = adapter.snapshot_history().messages[0]
+    assert unpinned.flags is None or not unpinned.flags.pinned
+    adapter.rebuild_derived_state()  # a replay from the first entry gives the same answer
+    again = adapter.snapshot_history().messages[0]
+    assert again.flags is None or not again.flags.pinned

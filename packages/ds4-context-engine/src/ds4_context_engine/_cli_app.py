@@ -8,6 +8,7 @@ both use, so that they print and exit alike.
 
 import inspect
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -295,7 +296,7 @@ def compact_command(
         ),
     ] = True,
 ) -> msgspec.Struct:
-    """What compaction would do now (the same as compact-preview). Needs --model and --window."""
+    """What compaction would do now (the same as compact-preview). Needs --window (--model if none named)."""
     del dry_run  # --write never gets here
     return _commands().context_compact_preview(workspace)  # type: ignore[no-any-return]
 
@@ -704,8 +705,32 @@ def _print_demo(
             console.print(Panel(escape("\n".join(lines)), expand=False))
     console.rule("conformance")
     _print_conformance(console, report)
-    where = f"kept in {root}" if kept else "deleted (use --keep DIR to keep them)"
-    console.print(f"\nDemo files {where}. Next: ds4-context plan SESSION --model provider:model --window N")
+    if not kept:
+        console.print(
+            "\nDemo files deleted (ds4-context demo --keep DIR keeps them and prints the commands that "
+            "show this plan again). Your own session: ds4-context plan SESSION --window N (and --model "
+            "provider:model if the session names no model)."
+        )
+        return
+    console.print(f"\nDemo files kept in {root}. The same plan, and the restore, from the shell:")
+    for line in _demo_next_commands(workspace, plan, root):
+        console.print(escape(line), soft_wrap=True, highlight=False)
+
+
+def _demo_next_commands(workspace: "ContextWorkspace", plan: Any, root: Path) -> list[str]:
+    """Commands that plan the kept demo session exactly as the demo did (same window, reserve, store)."""
+    model = workspace.model
+    assert model is not None
+    options = f"--window {model.context_window}"
+    if model.max_tokens is not None:
+        options += f" --max-tokens {model.max_tokens}"
+    options += f" --store {shlex.quote(str(root / 'state' / 'derived.sqlite3'))}"
+    session = shlex.quote(str(workspace.session_path))
+    lines = [f"  ds4-context plan {session} {options}"]
+    target = _restore_target(plan)
+    if target is not None:
+        lines.append(f"  ds4-context restore {session} {short_id(target)} {options}")
+    return lines
 
 
 AgentModelOption = Annotated[

@@ -45,7 +45,7 @@ class ReadCommand(NamedTuple):
     summary: str
 
 
-_PLAN_NOTE: Final = " Needs --model provider:model and --window N."
+_PLAN_NOTE: Final = " Needs --window N (and --model provider:model if the session names no model)."
 PLAN_COMMANDS: Final = ("manifest", "included", "excluded", "compact-preview", "retrieved", "compaction")
 """The read commands listed under "Plan, explain, restore" in ``--help``."""
 READ_COMMANDS: Final = tuple(

@@ -24,8 +24,9 @@ _PART_OF_KIND: Final = {
     "trimmed-tool-result": "trimmed",
     "receipt": "receipts",
 }
-_ORDER: Final = ("verbatim", "trimmed", "receipts", "supplements", "output reserve", "free")
+_ORDER: Final = ("fixed", "verbatim", "trimmed", "receipts", "supplements", "output reserve", "free")
 _STYLE: Final = {
+    "fixed": "white",
     "verbatim": "green",
     "trimmed": "yellow",
     "receipts": "magenta",
@@ -42,9 +43,16 @@ class Part(NamedTuple):
     tokens: int
 
 
-def composition(items: Iterable[Any], *, window: int, output_reserve: int) -> list[Part]:
-    """The plan's tokens by part, then the output reserve and what is left free of ``window``."""
+def composition(
+    items: Iterable[Any], *, window: int, output_reserve: int, fixed_tokens: int = 0
+) -> list[Part]:
+    """The plan's tokens by part, then the output reserve and what is left free of ``window``.
+
+    ``fixed_tokens`` (the system prompt and tool schemas a request also carries, ``budget.fixed_tokens``)
+    is a part of its own: the planned tokens count it, so the free part must not.
+    """
     totals = dict.fromkeys(_ORDER, 0)
+    totals["fixed"] = fixed_tokens
     for item in items:
         totals[_PART_OF_KIND.get(item.kind, "supplements")] += item.tokens
     totals["output reserve"] = output_reserve

@@ -274,7 +274,12 @@ def print_composition(console: Console, plan: Any) -> None:
     from ._cli_bars import composition, render_bar  # noqa: PLC0415 - tables only
 
     budget = plan.budget
-    parts = composition(plan.items, window=budget.context_window, output_reserve=budget.output_reserve)
+    parts = composition(
+        plan.items,
+        window=budget.context_window,
+        output_reserve=budget.output_reserve,
+        fixed_tokens=budget.fixed_tokens,
+    )
     console.print(f"window ({budget.context_window:,} tokens)", style="bold")
     console.print(render_bar(parts, _BAR_WIDTH, window=budget.context_window))
 
@@ -322,6 +327,9 @@ def short_id(message_id: str) -> str:
     return message_id.rsplit(":", 1)[-1]
 
 
+_FIXED_SOURCES: Final = {"usage": ", measured from the session's usage", "explicit": ", as configured"}
+
+
 def print_plan(console: Console, workspace: ContextWorkspace, plan: Any) -> None:
     manifest = plan.manifest
     budget = plan.budget
@@ -331,7 +339,19 @@ def print_plan(console: Console, workspace: ContextWorkspace, plan: Any) -> None
     model = workspace.model
     summary.add_row("model", f"{model.provider}:{model.id}" if model else "-")
     summary.add_row("window / hard limit", f"{budget.context_window:,} / {budget.hard_limit:,} tokens")
-    summary.add_row("history", f"{manifest.history_messages} messages, {manifest.native_tokens:,} tokens")
+    # a blocked plan stops before it measures the history: its 0 tokens would read as an empty session
+    unmeasured = (
+        manifest.fallback is not None
+        and manifest.fallback.mode == "blocked"
+        and manifest.native_tokens == 0
+        and manifest.history_messages > 0
+    )
+    history_tokens = "not measured (blocked)" if unmeasured else f"{manifest.native_tokens:,} tokens"
+    if budget.fixed_tokens and not unmeasured:
+        # the messages alone are what `status` and `tokens` estimate: show both parts of the sum
+        messages_only = manifest.native_tokens - budget.fixed_tokens
+        history_tokens += f" ({messages_only:,} + {budget.fixed_tokens:,} fixed)"
+    summary.add_row("history", f"{manifest.history_messages} messages, {history_tokens}")
     # supplements (task digest, retrieved history, memory) are items but not history messages: say so, so
     # that the kept table's total (every item) adds up to this line
     supplements = len(plan.items) - manifest.included_messages
@@ -339,7 +359,14 @@ def print_plan(console: Console, workspace: ContextWorkspace, plan: Any) -> None
     summary.add_row(
         "planned", f"{manifest.included_messages} messages{extra}, {manifest.planned_tokens:,} tokens"
     )
-    summary.add_row("saved", f"{manifest.saved_tokens:,} tokens")
+    summary.add_row("saved", "-" if unmeasured else f"{manifest.saved_tokens:,} tokens")
+    if budget.fixed_tokens:
+        # history and planned both count the request's fixed part: say how much, so the rows add up
+        source = _FIXED_SOURCES.get(getattr(workspace, "fixed_tokens_source", ""), "")
+        summary.add_row(
+            "fixed overhead",
+            f"{budget.fixed_tokens:,} tokens (system prompt and tools{source}; in history and planned)",
+        )
     if manifest.fallback is not None:
         summary.add_row("fallback", f"[red]{manifest.fallback.mode}: {manifest.fallback.code}[/red]")
     console.print(summary)
@@ -353,8 +380,11 @@ def print_plan(console: Console, workspace: ContextWorkspace, plan: Any) -> None
         table.add_column(column)
     for key, count in sorted(kept.items(), key=lambda pair: -tokens[pair[0]]):
         table.add_row(key[0], key[1], str(count), f"{tokens[key]:,}")
+    if budget.fixed_tokens:
+        table.add_row("fixed overhead", "system prompt and tools", "-", f"{budget.fixed_tokens:,}")
     table.add_section()
-    table.add_row("total", "", str(len(plan.items)), f"{sum(tokens.values()):,}", style="bold")
+    total = sum(tokens.values()) + budget.fixed_tokens  # = the planned tokens of the summary
+    table.add_row("total", "", str(len(plan.items)), f"{total:,}", style="bold")
     console.print(table)
     if manifest.receipts:
         receipts = Table(title="receipted (whole read-only steps replaced; restorable)", title_justify="left")

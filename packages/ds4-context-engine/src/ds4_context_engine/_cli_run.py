@@ -145,7 +145,12 @@ class _Display:
         from ._cli_bars import composition, render_bar  # noqa: PLC0415
 
         budget = self.plan.budget
-        parts = composition(self.plan.items, window=self.window, output_reserve=budget.output_reserve)
+        parts = composition(
+            self.plan.items,
+            window=self.window,
+            output_reserve=budget.output_reserve,
+            fixed_tokens=budget.fixed_tokens,
+        )
         self.err.print(f"[bold]context[/] ({budget.total_tokens:,} of {self.window:,} tokens)")
         self.err.print(render_bar(parts, _BAR_WIDTH, window=self.window))
 

@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     )
     from ._retrieval import (
         RETRIEVAL_HITS_DEFAULT,
+        RETRIEVAL_QUERY_TERMS,
         RETRIEVED_TEXT_MAX_CHARS,
         retrieval_candidates,
         retrieval_query_terms,
@@ -117,6 +118,7 @@ __all__ = [
     "RESTORE_TOOL_MAX_CHARS",
     "RESTORE_TOOL_NAME",
     "RETRIEVAL_HITS_DEFAULT",
+    "RETRIEVAL_QUERY_TERMS",
     "RETRIEVED_TEXT_MAX_CHARS",
     "SUMMARY_TIMEOUT_S",
     "TASK_DIGEST_ID",
@@ -291,6 +293,7 @@ _LAZY_EXPORTS = {
     **dict.fromkeys(
         (
             "RETRIEVAL_HITS_DEFAULT",
+            "RETRIEVAL_QUERY_TERMS",
             "RETRIEVED_TEXT_MAX_CHARS",
             "retrieval_candidates",
             "retrieval_query_terms",

@@ -26,17 +26,14 @@ from ds4_context_core.config import DEFAULT_WRITE_TOOLS
 from ds4_context_core.planner import ContextPlan, SupplementalItem
 from ds4_context_core.pruning import call_path, is_host_command, normalize_tool_name
 
+# What the commands package exports (its lazy map names the same; tests/test_lazy_exports.py). The
+# builder and the cut helpers are the package's own: siblings import them by name.
 __all__ = [
     "CUT_SUPPLEMENT_PASSES",
     "TASK_DIGEST_HEADER",
     "TASK_DIGEST_ID",
     "TASK_DIGEST_MAX_CHARS",
-    "DigestBuilder",
     "SettledPlan",
-    "cut_key",
-    "cut_messages",
-    "digest_chars",
-    "digest_item",
     "plan_with_cut_supplements",
     "settle_cut_supplements",
     "task_digest",

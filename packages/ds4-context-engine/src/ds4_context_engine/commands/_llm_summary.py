@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from ds4_context_core.adapter import CompletionRequest
     from ds4_context_engine.commands._workspace import ContextWorkspace
 
-__all__ = ["SUMMARY_TIMEOUT_S", "summarize_cut", "summary_supplements", "uncovered_span"]
+# what the commands package exports (tests/test_lazy_exports.py); the workspace imports the rest by name
+__all__ = ["SUMMARY_TIMEOUT_S", "summarize_cut"]
 
 SUMMARY_TIMEOUT_S = 60.0
 

@@ -98,7 +98,12 @@ def context_included(workspace: ContextWorkspace) -> IncludedResult:
         )
         for item in plan.items
     )
-    return IncludedResult(total_tokens=sum(item.tokens for item in items), items=items)
+    return IncludedResult(
+        total_tokens=sum(item.tokens for item in items),
+        fixed_tokens=plan.budget.fixed_tokens,
+        planned_tokens=plan.manifest.planned_tokens,
+        items=items,
+    )
 
 
 def context_excluded(workspace: ContextWorkspace) -> ExcludedResult:
@@ -177,42 +182,53 @@ def context_compact_preview(workspace: ContextWorkspace) -> CompactPreviewResult
     """What compaction does in the plan ``plan`` makes now; nothing in the session changes.
 
     It is the very plan ``/context manifest`` and ``ds4-context plan`` show (not a separate dry-run plan,
-    which would not apply layer 1 first and so cut elsewhere), so receipts and trimmed results agree.
-    ``trimmed_messages`` counts every result layer 1 trimmed; ``trimmed_in_plan`` those still in the plan
-    as trimmed results and ``trimmed_in_receipts`` those a layer-2 receipt then replaced: the two add up.
+    which would not apply layer 1 first and so cut elsewhere), and every figure is counted as ``plan``
+    counts it, so the two agree number for number:
+
+    * ``tokens_before`` is plan's history tokens, ``tokens_after`` its planned tokens (supplements
+      included, ``supplement_tokens`` of them) and ``saved_tokens`` the difference; both include
+      ``fixed_tokens`` (the system prompt and tools, plan's "fixed overhead"). The compaction
+      report's own window usage is not shown: it counts the supplements before the cut and, once more,
+      a pinned message both where it stands and in front of the window.
+    * ``history_messages = kept_messages + receipted_messages + dropped_messages``: kept are the history
+      messages in the plan (verbatim, pinned or trimmed), receipted the originals receipts replaced and
+      dropped the messages plan's "left out" table lists (a pin is never dropped; the report counts its
+      old place).
+    * ``trimmed_messages = trimmed_in_plan + trimmed_in_receipts``: the trimmed results still in the plan
+      and the trimmed ones a layer-2 receipt then replaced.
     """
     plan = workspace.plan()
-    report = plan.manifest.compaction
-    receipt_ids = {record.receipt_id for record in plan.manifest.receipts}
+    manifest = plan.manifest
+    report = manifest.compaction
+    receipt_ids = {record.receipt_id for record in manifest.receipts}
     receipt_texts = tuple(
         "\n".join(block.text for block in message.blocks if isinstance(block, TextBlock))
         for message in plan.messages
         if message.id in receipt_ids
     )
+    receipted = {source for record in manifest.receipts for source in record.original_message_ids}
+    history_items = [item for item in plan.items if item.original_index is not None]
     trimmed_in_plan = sum(1 for item in plan.items if item.kind == "trimmed-tool-result")
-    if report is None:
-        return CompactPreviewResult(
-            dry_run=True,
-            tokens_before=plan.manifest.native_tokens,
-            tokens_after=plan.manifest.planned_tokens,
-            trimmed_messages=trimmed_in_plan,
-            trimmed_in_plan=trimmed_in_plan,
-            trimmed_in_receipts=0,
-            dropped_messages=0,
-            receipts=(),
-            gate_exclusions={},
-            receipt_texts=receipt_texts,
-        )
+    # the report lists at most 64 trimmed ids: those inside receipts are counted, never inferred
+    trimmed_ids = () if report is None else report.trimmed_message_ids
+    trimmed_in_receipts = sum(1 for message_id in trimmed_ids if message_id in receipted)
     return CompactPreviewResult(
         dry_run=True,
-        tokens_before=report.tokens_before,
-        tokens_after=report.tokens_after,
-        trimmed_messages=len(report.trimmed_message_ids),
+        compacts=report is not None,
+        history_messages=manifest.history_messages,
+        kept_messages=sum(1 for item in history_items if item.kind != "receipt"),
+        receipted_messages=len(receipted),
+        dropped_messages=sum(exclusion.count for exclusion in manifest.exclusions),
+        tokens_before=manifest.native_tokens,
+        tokens_after=manifest.planned_tokens,
+        fixed_tokens=plan.budget.fixed_tokens,
+        supplement_tokens=sum(item.tokens for item in plan.items if item.original_index is None),
+        saved_tokens=manifest.saved_tokens,
+        trimmed_messages=trimmed_in_plan + trimmed_in_receipts,
         trimmed_in_plan=trimmed_in_plan,
-        trimmed_in_receipts=len(report.trimmed_message_ids) - trimmed_in_plan,
-        dropped_messages=report.dropped_messages,
-        receipts=report.receipt_ids,
-        gate_exclusions={gate.gate: gate.count for gate in report.gate_exclusions},
+        trimmed_in_receipts=trimmed_in_receipts,
+        receipts=tuple(record.receipt_id for record in manifest.receipts),
+        gate_exclusions={} if report is None else {gate.gate: gate.count for gate in report.gate_exclusions},
         receipt_texts=receipt_texts,
     )
 

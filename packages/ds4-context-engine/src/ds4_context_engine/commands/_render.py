@@ -38,6 +38,8 @@ def _scalar(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"  # as plan's tables print them: one way to write a number across commands
     if isinstance(value, float):
         return f"{value:.3g}"
     if isinstance(value, tuple):
@@ -113,6 +115,12 @@ def render_rich(result: msgspec.Struct) -> RenderableType:
             for column in columns:
                 # ids fold onto a second line rather than lose the characters that tell them apart
                 fold = column.endswith(("_id", "_ids"))
+                cells = [getattr(record, column) for record in value]
+                if all(isinstance(cell, int) and not isinstance(cell, bool) for cell in cells):
+                    # a number is never cut ("184,…" tells nothing): its column keeps its width
+                    width = max(len(_scalar(cell)) for cell in cells)
+                    table.add_column(column.replace("_", " "), min_width=width)
+                    continue
                 table.add_column(column.replace("_", " "), overflow="fold" if fold else "ellipsis")
             for record in value:
                 table.add_row(*(escape(_scalar(item)) for _, item in _fields(record)))

@@ -175,7 +175,12 @@ class ExplainResult(_Result, frozen=True):
 
 
 class IncludedResult(_Result, frozen=True):
+    """``total_tokens`` is what the items weigh; with ``fixed_tokens`` (the system prompt and tools the
+    request also carries) it makes ``planned_tokens``, the manifest's and ``plan``'s planned figure."""
+
     total_tokens: int
+    fixed_tokens: int
+    planned_tokens: int
     items: tuple[ItemLine, ...]
     command: str = "included"
 
@@ -235,16 +240,27 @@ class ModelResult(_Result, frozen=True):
 
 
 class CompactPreviewResult(_Result, frozen=True):
-    """``dry_run`` is always true: a preview never rewrites the session. The counts are those of the plan
-    ``plan`` makes; ``trimmed_messages == trimmed_in_plan + trimmed_in_receipts``."""
+    """``dry_run`` is always true: a preview never rewrites the session; ``compacts`` says whether the plan
+    compacted at all. Every count is the one ``plan`` shows for the same plan, and they add up:
+    ``history_messages == kept_messages + receipted_messages + dropped_messages``,
+    ``tokens_before - tokens_after == saved_tokens`` (both include ``fixed_tokens``, the system prompt and
+    tools; ``tokens_after`` also ``supplement_tokens``)
+    and ``trimmed_messages == trimmed_in_plan + trimmed_in_receipts``."""
 
     dry_run: bool
+    compacts: bool
+    history_messages: int
+    kept_messages: int
+    receipted_messages: int
+    dropped_messages: int
     tokens_before: int
     tokens_after: int
+    fixed_tokens: int
+    supplement_tokens: int
+    saved_tokens: int
     trimmed_messages: int
     trimmed_in_plan: int
     trimmed_in_receipts: int
-    dropped_messages: int
     receipts: tuple[str, ...]
     gate_exclusions: dict[str, int]
     receipt_texts: tuple[str, ...]

@@ -168,7 +168,8 @@ def context_compaction(workspace: ContextWorkspace) -> CompactionResult:
         )
     preview = context_compact_preview(workspace)
     dropped = preview.dropped_messages
-    would = preview.trimmed_messages > 0 or bool(preview.receipts) or dropped > 0
+    # a plan may leave out an incomplete tool call without compacting: that is not a compaction
+    would = preview.compacts and (preview.trimmed_messages > 0 or bool(preview.receipts) or dropped > 0)
     return CompactionResult(
         applied_entry_id=context.compaction_entry_id,
         compactions=lines,

@@ -322,6 +322,16 @@ class ContextWorkspace:
             for item in self.memory_items()
         )
 
+    def _no_model_detail(self) -> str:
+        """What to pass when there is no model to plan for: the window alone when the session names one."""
+        context = self.context
+        if context.provider and context.model_id:
+            return (
+                f"no context window to plan against; pass --window N to plan for the session's model "
+                f"{context.provider}:{context.model_id}, or --model provider:model --window N for another"
+            )
+        return "no model to plan for: the session names none; pass --model provider:model --window N"
+
     def plan(self, *, model: ModelDescriptor | None = None, dry_run: bool = False) -> ContextPlan:
         """Plan the active branch for ``model`` (default: the workspace's model).
 
@@ -333,9 +343,7 @@ class ContextWorkspace:
         """
         descriptor = model or self.model
         if descriptor is None:
-            raise CommandError(
-                "model-unknown", "no model to plan for; pass --model provider:model --window N"
-            )
+            raise CommandError("model-unknown", self._no_model_detail())
         context = self.context
         calibration = self.calibration(descriptor)
         # the ratio learnt from usage once there are enough samples; before that, the provider family's prior

@@ -37,6 +37,7 @@ from ds4_context_core.privacy import PrivacyPolicy, PrivacyResult, enforce_paylo
 from ds4_context_engine._exceptions import PiSessionError, UntrustedPathError
 from ds4_context_engine._version import __version__
 
+from ._pins import PinReplay
 from ._view import PiSessionView
 
 __all__ = [
@@ -103,6 +104,7 @@ class PiSessionAdapter:
         self._diagnostics = DiagnosticsBuffer()
         self._closed = False
         self._view = PiSessionView(self._path)
+        self._pins = PinReplay()
         self._snapshot: RuntimeHistorySnapshot | None = None
 
     @property
@@ -142,7 +144,8 @@ class PiSessionAdapter:
         try:
             session = self._view.refresh()
             root = self._trusted_root_for(session.header.cwd)
-            context = self._view.context(self._leaf_id)
+            # pinned messages carry the pinned flag, from the session's own pin events (as the CLI plans)
+            context = self._view.context(self._leaf_id, pinned_entry_ids=self._pins.pinned(session))
             damaged = sorted({issue.code for issue in (*session.issues, *context.issues)} & _FATAL_ISSUES)
             if damaged:
                 raise PiSessionError(
@@ -181,6 +184,7 @@ class PiSessionAdapter:
         if self._closed:
             raise AdapterClosedError("adapter-closed", "the adapter was shut down")
         self._view.forget()
+        self._pins = PinReplay()
         self._diagnostics.record("derived-state-rebuilt", "cached session state discarded", severity="info")
 
     def current_model(self) -> ModelDescriptor | None:

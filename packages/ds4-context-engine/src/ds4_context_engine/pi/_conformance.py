@@ -3,10 +3,10 @@
 Each case gets a fresh private temporary directory holding one v3 session file whose entries carry the
 fixture's entry ids; the directory is the trusted root and is removed afterwards.
 
-A Pi session has no system message (Pi's system prompt lives in the agent, not in the file), and the
-adapter's snapshot carries no pins or local-only marks (pins are ds4-context's derived state, replayed
-by the CLI's workspace): the factory declares those three parts of the fixture unsupported, and the
-kit's report lists them as skipped.
+A pinned message is written with a ``ds4-context.pin`` custom entry after it (the event ``ds4-context
+pin`` appends), and the adapter's snapshot marks it pinned. A Pi session has no system message (Pi's
+system prompt lives in the agent, not in the file) and no form for a local-only mark: the factory
+declares those two parts of the fixture unsupported, and the kit's report lists them as skipped.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import msgspec
 
 from ._adapter import PiSessionAdapter
 from ._convert import canonical_to_pi_message
+from ._index import PIN_CUSTOM_TYPE
 
 if TYPE_CHECKING:  # the kit is imported only when a factory is asked for
     from ds4_context_core.conformance import (
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 PI_CONFORMANCE_FACTORY_NAME: Final = "ds4-context-engine.pi"
-PI_CONFORMANCE_UNSUPPORTED_PARTS: Final = frozenset({"system", "pinned-flag", "local-only-flag"})
+PI_CONFORMANCE_UNSUPPORTED_PARTS: Final = frozenset({"system", "local-only-flag"})
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -68,6 +69,22 @@ def _write_fixture_session(directory: Path, fixture: ConformanceFixture) -> Path
             )
         )
         parent = entry_id
+        if message.flags is not None and message.flags.pinned:
+            # a pin is an event in the session (as ``ds4-context pin`` writes it), replayed by the adapter
+            pin_id = f"{entry_id}-pin"
+            lines.append(
+                _encoder.encode(
+                    {
+                        "type": "custom",
+                        "id": pin_id,
+                        "parentId": parent,
+                        "timestamp": "2026-01-01T00:00:00.000Z",
+                        "customType": PIN_CUSTOM_TYPE,
+                        "data": {"entryId": entry_id},
+                    }
+                )
+            )
+            parent = pin_id
     path.write_bytes(b"\n".join(lines) + b"\n")
     path.chmod(0o600)
     return path

@@ -18,19 +18,9 @@ from ds4_context_engine._exceptions import StreamCallbackError, StreamFailureErr
 from ._safe_codes import ERROR_TYPE_PATTERN
 from ._sse import SseEvent
 
-__all__ = [
-    "StreamAssembler",
-    "StreamCallback",
-    "StreamCallbackError",
-    "StreamEvent",
-    "StreamFailureError",
-    "TextDelta",
-    "ToolCallDelta",
-    "UsageReport",
-    "callback_failure",
-    "deliver",
-    "stream_error",
-]
+# What the providers package exports (its lazy map names the same; tests/test_lazy_exports.py). The
+# assembler and the delivery helpers are the transports' own: they import them by name.
+__all__ = ["StreamCallback", "StreamEvent", "TextDelta", "ToolCallDelta", "UsageReport"]
 
 
 class TextDelta(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text-delta"):

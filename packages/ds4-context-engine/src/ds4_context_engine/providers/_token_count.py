@@ -24,7 +24,8 @@ from ds4_context_core.tokens import calibration_prior, estimate_text_tokens
 from ._overhead import request_overhead_tokens
 from ._transport import HttpTransport
 
-__all__ = ["TOKEN_COUNT_SOURCES", "TOKEN_COUNT_WARNING_CODES", "TokenCount", "estimated_count"]
+# what the providers package exports (tests/test_lazy_exports.py); the transports import the rest by name
+__all__ = ["TOKEN_COUNT_SOURCES", "TOKEN_COUNT_WARNING_CODES", "TokenCount"]
 
 TOKEN_COUNT_SOURCES: Final = ("count-tokens", "estimate")
 TOKEN_COUNT_WARNING_CODES: Final = (

@@ -41,7 +41,12 @@ from ds4_context_core.privacy import (
     enforce_payload_privacy,
     mark_local_only_messages,
 )
-from ds4_context_engine._exceptions import ProviderResponseError, ProviderTransportError
+from ds4_context_engine._exceptions import (
+    ProviderResponseError,
+    ProviderTransportError,
+    StreamCallbackError,
+    StreamFailureError,
+)
 
 from ._bounded import ACCEPT_ENCODING, BodyTooLargeError, UndecodableBodyError, iter_bounded, read_bounded
 from ._errors import ProviderConfigurationError
@@ -50,8 +55,6 @@ from ._sse import SseParser
 from ._streaming import (
     StreamAssembler,
     StreamCallback,
-    StreamCallbackError,
-    StreamFailureError,
     UsageReport,
     callback_failure,
     deliver,
