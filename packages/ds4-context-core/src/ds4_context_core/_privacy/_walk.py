@@ -228,7 +228,6 @@ _FORWARD_HEADS: Final = (b"-----BEGIN ", b"eyJ")
 _AWS_GOOGLE_HEADS: Final = re.compile(rb"A(?:KIA|SIA|Iza)")  # one memchr pass for the three "A" heads
 # Literal needles the regex engine finds faster than ``bytes.find`` here: it scans for their rare first
 # byte, where ``bytes.find`` skips by their last one ("u", "/", "r": common in code).
-_JSON_VALUE_ALPHABET: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
 _URL_SEPARATOR: Final = re.compile(rb"://")
 _BEARER_WORD: Final = re.compile(rb"bearer")
 _ESCAPE_HEAD: Final = re.compile(rb"\\u")
@@ -291,17 +290,8 @@ def _wrapped_strings(texts: list[str], joined: str, raw: bytes, ends: list[int])
     # One that spans two strings flags the first needlessly.
     found.update(map(bisect_right, repeat(ends), [match.start() for match in _ESCAPE_HEAD.finditer(raw)]))
     stripped = list(map(str.strip, texts))  # the same object where nothing is stripped
-    # A JSON text that may hide a secret holds "\\u" (flagged above) or a quoted base64 value: only the
-    # strings where a quote opens a run of 20 of its characters are asked (a map and a find, not a regex
-    # tried at every quote of every JSON text).
-    mapped = raw.translate(_JSON_VALUE_TABLE)
-    position = mapped.find(_JSON_VALUE_RUN)
-    while position >= 0:
-        index = bisect_right(ends, position)
-        text = stripped[index]
-        if text.startswith(("{", "[")) and is_json_text(text):
-            found.add(index)
-        position = mapped.find(_JSON_VALUE_RUN, ends[index])
+    opens = map(str.startswith, stripped, repeat(("{", "[")))
+    found.update(index for index in compress(range(len(texts)), opens) if is_json_text(stripped[index]))
     long_words = compress(range(len(texts)), map(_BASE64_MIN.__le__, map(len, stripped)))
     found.update(
         index
@@ -309,13 +299,6 @@ def _wrapped_strings(texts: list[str], joined: str, raw: bytes, ends: list[int])
         if " " not in stripped[index] and _BASE64_WHOLE.fullmatch(stripped[index]) is not None
     )
     return found
-
-
-# What a JSON base64 value is made of (both alphabets) as "a", its quote as itself, the rest as " ".
-_JSON_VALUE_TABLE: Final = bytes(
-    97 if chr(code) in _JSON_VALUE_ALPHABET else 34 if code == 34 else 32 for code in range(256)
-)
-_JSON_VALUE_RUN: Final = b'"' + b"a" * _BASE64_MIN
 
 
 def _base64_hits(joined: str, raw: bytes, ends: list[int]) -> list[int]:
