@@ -150,7 +150,6 @@ _VALUE: Final = re.compile(
 )
 _NOT_ASSIGNING_BEFORE: Final = frozenset("=!<>:+-*/%&|^~")
 _WORD_LAST_LETTERS: Final = frozenset("yntdslYNTDSL")
-_GAP_CHARACTERS: Final = frozenset(" \t\"'`")  # what may stand between a name and its sign
 _SECRET_NAME: Final = re.compile(r"(?:^|[^A-Za-z])(?:" + _SECRET_WORDS + r")$", re.IGNORECASE | re.ASCII)
 _CAMEL_SECRET_NAME: Final = re.compile(
     r"[a-z0-9](?:ApiKey|SecretKey|AccessKey|PrivateKey|AuthKey|Secret|Token|Password|Credentials?)$"
@@ -322,25 +321,45 @@ _REFERENCE: Final = re.compile(
 )
 
 
+# A secret's name before a sign, read in a lowered reversed ASCII copy of the text (the sign comes first
+# there, so the regex engine skips from one "=" or ":" to the next in C): each sign that follows a
+# secret's name (an optional quote and spaces between), as assignment_at reads it. The batch screen
+# (_walk.py) uses the same patterns on all strings joined.
+REVERSED_NAME: Final = (
+    rb"(?:yek[_-]?(?:ipa|terces|ssecca|etavirp|htua)|nekot|terces|drowssap|dwssap|dwp|s?laitnederc)"
+)
+REVERSED_SIGNS: Final = tuple(
+    re.compile(sign + rb"[ \t]*(?:[\"'`]\\?)?" + REVERSED_NAME) for sign in (b"=", b":")
+)
+
+
 def _assignments(text: str, gated: bool) -> list[tuple[int, int, str]]:
     """``(start, end, replacement)`` of every secret value assigned to a secret's name in ``text``.
 
-    ``gated``: a sign followed by what :data:`_REFERENCE` matches is passed over without asking
-    :func:`assignment_at` (which would refuse it).
+    ``gated``: only the signs :data:`REVERSED_SIGNS` finds after a secret's name are asked, and of those
+    not the ones followed by what :data:`_REFERENCE` matches (:func:`assignment_at` refuses every other
+    one). Ungated, every sign is asked (the reference the property tests hold the gated path to).
     """
     spans: list[tuple[int, int, str]] = []
     size = len(text)
+    if gated:
+        backwards = text.encode("ascii", "replace").lower()[::-1]  # the same positions, reversed
+        last = size - 1
+        for pattern in REVERSED_SIGNS:
+            for match in pattern.finditer(backwards):
+                position = last - match.start()
+                if _REFERENCE.match(text, position + 1, size) is None:
+                    span = assignment_at(text, position, size)
+                    if span is not None:
+                        spans.append(span)
+        return spans
     for sign in "=:":
         position = text.find(sign)
         while position >= 0:
             # The common case, a sign right after a character no secret word ends with, costs one look.
-            before = text[position - 1] if position else ""
-            if (before in _WORD_LAST_LETTERS or before in _GAP_CHARACTERS) and (
-                not gated or _REFERENCE.match(text, position + 1, size) is None
-            ):
-                span = assignment_at(text, position, size)
-                if span is not None:
-                    spans.append(span)
+            span = assignment_at(text, position, size)
+            if span is not None:
+                spans.append(span)
             position = text.find(sign, position + 1)
     return spans
 

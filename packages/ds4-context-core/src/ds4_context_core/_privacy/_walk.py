@@ -28,6 +28,7 @@ from ds4_context_core._privacy._rules import (
     _REFERENCE,
     CREDENTIAL_PLACEHOLDER,
     PRIVATE_KEY_PLACEHOLDER,
+    REVERSED_SIGNS,
     SECRET_PLACEHOLDER,
     TOKEN_PLACEHOLDER,
     assignment_at,
@@ -214,13 +215,11 @@ def _key_text(key: Any) -> str:
 # regex engine and ``bytes.find`` search at C speed. A rule anchored on a sign or a separator that ends a
 # word (the "=" after "api_key", the "_" after "ghp") is found in the reversed copy, where that character
 # comes first: a pattern that opens with one literal character is searched for with memchr, and only its
-# few matches are tried. Names and "bearer" are matched in a lower-cased copy, as the rules do (ASCII).
-_REVERSED_NAME: Final = (
-    rb"(?:yek[_-]?(?:ipa|terces|ssecca|etavirp|htua)|nekot|terces|drowssap|dwssap|dwp|s?laitnederc)"
-)
-_REVERSED_SIGNS: Final = tuple(
-    re.compile(sign + rb"[ \t]*(?:[\"'`]\\?)?" + _REVERSED_NAME) for sign in (b"=", b":")
-)  # each "=" or ":" after a secret's name (and an optional quote, spaces), as assignment_at reads it
+# few matches are tried. Names and "bearer" are matched in a lower-cased copy, as the rules do (ASCII);
+# the signs after a secret's name by the assignment rule's own patterns (REVERSED_SIGNS, in _rules.py).
+# The heads are matched in the lowered reversed copy too (no second reversed copy of the text as it is):
+# every head is lower case, so a match counts only where the text holds it unfolded ("TASK-1" folds to
+# "task-1", which holds "sk-").
 _REVERSED_HEADS: Final = (
     re.compile(rb"_(?:[pousr]hg|fh|mpn|buhtig|(?:evil|tset)_k[sr])"),  # ghp_, hf_, npm_, github_, sk_live_
     re.compile(rb"-(?:ks|taplg|[abposr]xox)"),  # sk-, glpat-, xoxb-
@@ -242,23 +241,27 @@ def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[i
     """
     if not redact:
         return [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
-    hits = [match.start() for match in _MARKER_BYTES.finditer(raw)]  # the same tags, ASCII as they are
     lowered = raw.lower()
+    # Every tag holds "ds4:" (any case): one fast search spares the "[" scan where there is none.
+    hits = [match.start() for match in _MARKER_BYTES.finditer(raw)] if b"ds4:" in lowered else []
     lowered_backwards = lowered[::-1]
     last = len(raw) - 1
     # Each sign after a secret's name, then (in C, by maps) its string's end and whether what follows it
     # is a reference; only the others are asked of assignment_at.
     signs = [
-        last - match.start() for pattern in _REVERSED_SIGNS for match in pattern.finditer(lowered_backwards)
+        last - match.start() for pattern in REVERSED_SIGNS for match in pattern.finditer(lowered_backwards)
     ]
     bounds = list(map(ends.__getitem__, map(bisect_right, repeat(ends), signs)))
     references = map(_REFERENCE.match, repeat(joined), map(operator.add, signs, repeat(1)), bounds)
     for position, bound in compress(zip(signs, bounds, strict=True), map(operator.not_, references)):
         if assignment_at(joined, position, bound):
             hits.append(position)
-    backwards = raw[::-1]  # heads as they are: folded, "TASK-1" would hold "sk-"
     for pattern in _REVERSED_HEADS:
-        hits.extend(last - match.start() for match in pattern.finditer(backwards))
+        for match in pattern.finditer(lowered_backwards):
+            start = last - match.end() + 1
+            end = last - match.start() + 1
+            if raw[start:end] == lowered[start:end]:  # as written, not folded
+                hits.append(end - 1)
     for head in _FORWARD_HEADS:
         position = raw.find(head)
         while position >= 0:
@@ -322,7 +325,15 @@ def _flag_strings(texts: list[str], redact: bool) -> set[int]:
     joined = "".join(texts)
     ends = list(accumulate(map(len, texts)))  # string i spans ends[i - 1]:ends[i]
     # An ASCII copy at the same positions (see _bulk_hits), for the searches that run on bytes.
-    raw = joined.encode("ascii", "replace") if redact else b""
+    # Encoded one string at a time where any is not ASCII: an ASCII string's copy is a memcpy, and only the
+    # few others go through the slow, character by character path ("?" for each other character).
+    raw = b""
+    if redact:
+        raw = (
+            joined.encode("ascii")
+            if joined.isascii()
+            else b"".join(map(str.encode, texts, repeat("ascii"), repeat("replace")))
+        )
     hits = _bulk_hits(joined, raw, redact, ends)
     wrapped: set[int] = set()
     if redact:
