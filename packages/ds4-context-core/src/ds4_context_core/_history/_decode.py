@@ -261,9 +261,10 @@ def check_message_nesting(messages: Sequence[CanonicalMessage], *, first_line: i
     Every decoder of this module applies it, so a writer that applies it too never writes a message
     its readers refuse. ``first_line`` is the JSONL line of ``messages[0]``, used in the error when given.
     """
-    index = _first_too_deep(messages)
-    if index is not None:
-        raise _too_deep(None if first_line is None else first_line + index)
+    for before, part in _slices((messages,), (True,)):
+        index = _first_too_deep(part)
+        if index is not None:
+            raise _too_deep(None if first_line is None else first_line + before + index)
 
 
 def _decode_one(raw: bytes, line: int | None, unknown_blocks: str) -> CanonicalMessage:
@@ -362,10 +363,11 @@ def check_message_identifiers(messages: Sequence[CanonicalMessage], *, first_lin
     Decoding already enforces lengths through the model's types; this is the check msgspec cannot make
     cheaply. ``first_line`` is the JSONL line of ``messages[0]``, used in the error when given.
     """
-    found = _first_bad_identifier(messages)
-    if found is not None:
-        index, path = found
-        raise _identifier_failure(None if first_line is None else first_line + index, path)
+    for before, part in _slices((messages,), (True,)):
+        found = _first_bad_identifier(part)
+        if found is not None:
+            index, path = found
+            raise _identifier_failure(None if first_line is None else first_line + before + index, path)
 
 
 def _decode_lines_one_by_one(data: bytes, unknown_blocks: str, first_line: int = 1) -> list[CanonicalMessage]:
