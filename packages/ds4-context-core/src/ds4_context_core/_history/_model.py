@@ -15,8 +15,9 @@ to put a message inside its own tool-call ``arguments`` or opaque ``value``, whi
 
 A message shares what most messages of a history repeat, as it is made (decoded or built): an unset or
 common flags value is one object for all, the provenance's entry id is the source entry id when they are
-equal, and the session id, runtime id, provider and model are taken from a small table of recent values.
-A message of a 200-byte line costs about 360 bytes instead of 620 (see docs/core/history.md, memory).
+equal, and the session id, runtime id, provider, model and tool names are taken from a small table of
+recent values.
+A message with one short text block is about 400 bytes of objects instead of 620 (docs/core/history.md).
 """
 
 from __future__ import annotations
@@ -68,6 +69,24 @@ MessageRole: TypeAlias = Literal["system", "user", "assistant", "tool", "custom"
 ProvenanceSource: TypeAlias = Literal["pi-session", "runtime-session"]
 
 
+# Equal flags values are one object (at most 3**4 exist: every field is unset, True or False).
+_SHARED_FLAGS: dict[MessageFlags, MessageFlags] = {}
+# Recent session ids, runtime ids, providers, models and tool names: a history repeats a handful of
+# them in every message. Bounded (cleared when full), so distinct hostile values cost nothing but sharing.
+_SHARED_NAMES: dict[str, str] = {}
+_SHARED_NAMES_MAX: Final = 64
+
+
+def _shared_name(value: str) -> str:
+    found = _SHARED_NAMES.get(value)
+    if found is not None:
+        return found
+    if len(_SHARED_NAMES) >= _SHARED_NAMES_MAX:
+        _SHARED_NAMES.clear()
+    _SHARED_NAMES[value] = value
+    return value
+
+
 class _Block(
     msgspec.Struct, gc=False, frozen=True, kw_only=True, rename="camel", tag_field="type", omit_defaults=True
 ):
@@ -87,6 +106,10 @@ class ToolCallBlock(_Block, frozen=True, tag="toolCall"):
     name: Identifier
     arguments: dict[str, Any]
 
+    def __post_init__(self) -> None:
+        if type(self.name) is str:  # a handful of tool names recur in every history
+            force_setattr(self, "name", _shared_name(self.name))
+
 
 class ToolResultBlock(_Block, frozen=True, tag="toolResult", omit_defaults=False):
     """``isError`` is always written, as the original writes it, so its files re-encode byte for byte."""
@@ -95,6 +118,10 @@ class ToolResultBlock(_Block, frozen=True, tag="toolResult", omit_defaults=False
     tool_name: Identifier
     content: BoundedText
     is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if type(self.tool_name) is str:
+            force_setattr(self, "tool_name", _shared_name(self.tool_name))
 
 
 class ImageBlock(_Block, frozen=True, tag="image"):
@@ -151,24 +178,6 @@ class MessageFlags(msgspec.Struct, gc=False, frozen=True, kw_only=True, rename="
     atomic: bool | None = None
     local_only: bool | None = None
     synthetic: bool | None = None
-
-
-# Equal flags values are one object (at most 3**4 exist: every field is unset, True or False).
-_SHARED_FLAGS: dict[MessageFlags, MessageFlags] = {}
-# Recent session ids, runtime ids, providers and models: a history repeats a handful of them in every
-# message. Bounded (cleared when full), so distinct hostile values cost nothing but sharing.
-_SHARED_NAMES: dict[str, str] = {}
-_SHARED_NAMES_MAX: Final = 64
-
-
-def _shared_name(value: str) -> str:
-    found = _SHARED_NAMES.get(value)
-    if found is not None:
-        return found
-    if len(_SHARED_NAMES) >= _SHARED_NAMES_MAX:
-        _SHARED_NAMES.clear()
-    _SHARED_NAMES[value] = value
-    return value
 
 
 class CanonicalMessage(
