@@ -37,7 +37,6 @@ from ds4_context_core import (
 )
 from ds4_context_core.history import (
     HISTORY_MAX_IDENTIFIER_CHARS,
-    HISTORY_MAX_NESTING_DEPTH,
     build_runtime_history_snapshot,
     check_message_nesting,
     validate_runtime_history_snapshot,
@@ -355,27 +354,8 @@ def _decode_records(data: bytes, start: int, lines_before: int = 1) -> list[Cano
     except (msgspec.DecodeError, RecursionError):
         _decode_message(data[position:newline], lines_before + len(messages) + 1)  # raises the coded error
         raise  # pragma: no cover - the line failed once, so it fails again
-    if _may_nest_too_deeply(data, start):
-        _check_nesting(messages, lines_before + 1)
+    _check_nesting(messages, lines_before + 1)
     return messages
-
-
-# Every byte but the ones that open an array or an object, and the newline: deleted to count openers.
-_NOT_OPENERS: Final = bytes(byte for byte in range(256) if byte not in b"[{\n")
-# A record nests no deeper than its line has openers (in strings too), so only a line with more of
-# them than the limit can hold a message nested too deep.
-_MANY_OPENERS: Final = re.compile(b"[^\n]{%d}" % (HISTORY_MAX_NESTING_DEPTH + 1))
-_COUNT_BYTES: Final = 1 << 16
-
-
-def _may_nest_too_deeply(data: bytes, start: int) -> bool:
-    """Whether a line of ``data[start:]`` has more ``[`` and ``{`` than a message may nest: C passes over
-    64 KiB pieces, so the walk of core's nesting check is paid only for histories that may need it."""
-    openers = b"".join(
-        data[piece : piece + _COUNT_BYTES].translate(None, _NOT_OPENERS)
-        for piece in range(start, len(data), _COUNT_BYTES)
-    )
-    return _MANY_OPENERS.search(openers) is not None
 
 
 def _scan_records(data: bytes, start: int, first_line: int, index: _HistoryIndex) -> None:

@@ -261,7 +261,7 @@ def check_message_nesting(messages: Sequence[CanonicalMessage], *, first_line: i
     Every decoder of this module applies it, so a writer that applies it too never writes a message
     its readers refuse. ``first_line`` is the JSONL line of ``messages[0]``, used in the error when given.
     """
-    for before, part in _slices((messages,), (True,)):
+    for before, part in _slices((messages,)):
         index = _first_too_deep(part)
         if index is not None:
             raise _too_deep(None if first_line is None else first_line + before + index)
@@ -363,7 +363,7 @@ def check_message_identifiers(messages: Sequence[CanonicalMessage], *, first_lin
     Decoding already enforces lengths through the model's types; this is the check msgspec cannot make
     cheaply. ``first_line`` is the JSONL line of ``messages[0]``, used in the error when given.
     """
-    for before, part in _slices((messages,), (True,)):
+    for before, part in _slices((messages,)):
         found = _first_bad_identifier(part)
         if found is not None:
             index, path = found
@@ -410,22 +410,20 @@ def decode_canonical_messages_jsonl(
     if tail.strip():
         line = raw.count(b"\n") + 1
         raise _fail("history-record-unterminated", "the last record does not end with a newline", line=line)
-    # Decoded and checked a chunk of lines at a time, so what the checks gather (lists of fields, the
-    # JSON of tool arguments) is bounded by a chunk, not by the history. Errors come out in the order
-    # a whole-input pass gives them: the first bad line, then too many messages, then identifiers, then
-    # nesting.
-    chunks = list(_chunks(raw))
-    parts = [_decode_chunk(raw, start, end, unknown_blocks) for start, end in chunks]
+    # Decoded a chunk of lines and checked a slice of messages at a time, so what the checks gather
+    # (lists of fields, the JSON of tool arguments) is bounded by a slice, not by the history. Errors
+    # come out in the order a whole-input pass gives them: the first bad line, then too many messages,
+    # then identifiers, then nesting.
+    parts = [_decode_chunk(raw, start, end, unknown_blocks) for start, end in _chunks(raw)]
     count = sum(map(len, parts))
     if count > max_messages:
         raise _fail("history-too-many-messages", f"more than {max_messages} messages")
-    for before, messages in _slices(parts, [True] * len(parts)):
+    for before, messages in _slices(parts):
         found = _first_bad_identifier(messages)
         if found is not None:
             index, path = found
             raise _identifier_failure(_line_of(raw, before + index), path)
-    candidates = [_may_be_too_deep(raw, start, end) for start, end in chunks]
-    for before, messages in _slices(parts, candidates):
+    for before, messages in _slices(parts):
         deep = _first_too_deep(messages)
         if deep is not None:
             raise _too_deep(_line_of(raw, before + deep))
@@ -438,26 +436,15 @@ def decode_canonical_messages_jsonl(
 # checked this many messages at a time: what a check gathers is bounded by that, not by the history.
 _CHUNK_BYTES: Final = 1 << 20
 _CHECK_MESSAGES: Final = 1024
-# Openers are counted this many bytes at a time (each piece is copied to be translated).
-_COUNT_BYTES: Final = 1 << 16
 
 
-def _slices(
-    parts: Sequence[Sequence[CanonicalMessage]], chosen: Sequence[bool]
-) -> Iterable[tuple[int, Sequence[CanonicalMessage]]]:
-    """(index of the first, messages) for runs of at most ``_CHECK_MESSAGES`` of the chosen parts."""
+def _slices(parts: Iterable[Sequence[CanonicalMessage]]) -> Iterable[tuple[int, Sequence[CanonicalMessage]]]:
+    """(index of the first, messages) for runs of at most ``_CHECK_MESSAGES`` messages of ``parts``."""
     before = 0
-    for part, take in zip(parts, chosen, strict=True):
-        if take:
-            for offset in range(0, len(part), _CHECK_MESSAGES):
-                yield before + offset, part[offset : offset + _CHECK_MESSAGES]
+    for part in parts:
+        for offset in range(0, len(part), _CHECK_MESSAGES):
+            yield before + offset, part[offset : offset + _CHECK_MESSAGES]
         before += len(part)
-
-
-# Every byte but the ones that open an array or an object, and the newline: deleted to count openers.
-_NOT_OPENERS: Final = bytes(byte for byte in range(256) if byte not in b"[{\n")
-# A line holding more openers than the limit (inside strings too) is the only kind that can be too deep.
-_MANY_OPENERS = re.compile(b"[^\n]{%d}" % (HISTORY_MAX_NESTING_DEPTH + 1))
 
 
 def _chunks(raw: bytes) -> Iterable[tuple[int, int]]:
@@ -479,16 +466,6 @@ def _decode_chunk(raw: bytes, start: int, end: int, unknown_blocks: str) -> list
         first_line = raw.count(b"\n", 0, start) + 1
         messages = _decode_lines_one_by_one(bytes(chunk), unknown_blocks, first_line)
     return messages
-
-
-def _may_be_too_deep(raw: bytes, start: int, end: int) -> bool:
-    """Whether a line of ``raw[start:end]`` has more ``[`` and ``{`` than a message may nest: a message
-    nests no deeper than its line has openers, so lines with fewer need no walk. One C pass each."""
-    openers = b"".join(
-        raw[piece : min(piece + _COUNT_BYTES, end)].translate(None, _NOT_OPENERS)
-        for piece in range(start, end, _COUNT_BYTES)
-    )
-    return _MANY_OPENERS.search(openers) is not None
 
 
 def _line_of(raw: bytes, index: int) -> int:
