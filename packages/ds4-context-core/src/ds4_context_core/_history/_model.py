@@ -77,13 +77,18 @@ _SHARED_NAMES: dict[str, str] = {}
 _SHARED_NAMES_MAX: Final = 64
 
 
+def _share_name(value: str) -> None:
+    """Remember ``value`` as the string later equal ones are replaced by."""
+    if len(_SHARED_NAMES) >= _SHARED_NAMES_MAX:
+        _SHARED_NAMES.clear()
+    _SHARED_NAMES[value] = value
+
+
 def _shared_name(value: str) -> str:
     found = _SHARED_NAMES.get(value)
     if found is not None:
         return found
-    if len(_SHARED_NAMES) >= _SHARED_NAMES_MAX:
-        _SHARED_NAMES.clear()
-    _SHARED_NAMES[value] = value
+    _share_name(value)
     return value
 
 
@@ -107,8 +112,11 @@ class ToolCallBlock(_Block, frozen=True, tag="toolCall"):
     arguments: dict[str, Any]
 
     def __post_init__(self) -> None:
-        if type(self.name) is str:  # a handful of tool names recur in every history
-            force_setattr(self, "name", _shared_name(self.name))
+        name = self.name
+        if type(name) is str:  # a handful of tool names recur in every history
+            shared = _shared_name(name)
+            if shared is not name:
+                force_setattr(self, "name", shared)
 
 
 class ToolResultBlock(_Block, frozen=True, tag="toolResult", omit_defaults=False):
@@ -120,8 +128,11 @@ class ToolResultBlock(_Block, frozen=True, tag="toolResult", omit_defaults=False
     is_error: bool = False
 
     def __post_init__(self) -> None:
-        if type(self.tool_name) is str:
-            force_setattr(self, "tool_name", _shared_name(self.tool_name))
+        name = self.tool_name
+        if type(name) is str:
+            shared = _shared_name(name)
+            if shared is not name:
+                force_setattr(self, "tool_name", shared)
 
 
 class ImageBlock(_Block, frozen=True, tag="image"):
@@ -200,6 +211,7 @@ class CanonicalMessage(
         # Called by msgspec for every message decoded or built. Each replacement is an equal value (a
         # string or a frozen flags object), so nothing but identity changes. A message built in Python
         # is not type-checked (validation reports that), so only values of the declared types are shared.
+        # Written for speed: it runs once per message (a replacement is made only when it changes).
         flags = self.flags
         if type(flags) is MessageFlags:
             try:
@@ -211,16 +223,37 @@ class CanonicalMessage(
         provenance = self.provenance
         if type(provenance) is Provenance:
             entry_id = self.source_entry_id
-            if provenance.entry_id == entry_id and type(entry_id) is str:
+            value: str | None = provenance.entry_id
+            if value is not entry_id and value == entry_id and type(entry_id) is str:
                 force_setattr(provenance, "entry_id", entry_id)
-            if type(provenance.session_id) is str:
-                force_setattr(provenance, "session_id", _shared_name(provenance.session_id))
-            if type(provenance.runtime_id) is str:
-                force_setattr(provenance, "runtime_id", _shared_name(provenance.runtime_id))
-        if type(self.provider) is str:
-            force_setattr(self, "provider", _shared_name(self.provider))
-        if type(self.model) is str:
-            force_setattr(self, "model", _shared_name(self.model))
+            value = provenance.session_id
+            if type(value) is str:
+                found = _SHARED_NAMES.get(value)
+                if found is None:
+                    _share_name(value)
+                elif found is not value:
+                    force_setattr(provenance, "session_id", found)
+            value = provenance.runtime_id
+            if type(value) is str:
+                found = _SHARED_NAMES.get(value)
+                if found is None:
+                    _share_name(value)
+                elif found is not value:
+                    force_setattr(provenance, "runtime_id", found)
+        value = self.provider
+        if type(value) is str:
+            found = _SHARED_NAMES.get(value)
+            if found is None:
+                _share_name(value)
+            elif found is not value:
+                force_setattr(self, "provider", found)
+        value = self.model
+        if type(value) is str:
+            found = _SHARED_NAMES.get(value)
+            if found is None:
+                _share_name(value)
+            elif found is not value:
+                force_setattr(self, "model", found)
 
     @property
     def tool_call_ids(self) -> tuple[str, ...]:
