@@ -16,6 +16,7 @@ import os
 import statistics
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import msgspec
@@ -157,6 +158,14 @@ def main() -> None:
             f"{statistics.median(grown_timings):>10.3f}{grown_best / peer_best:>8.2f}"
         )
         print(f"budget 2.0 s: {'met' if ours_best <= 2.0 else 'MISSED'}")
+        del history
+        tracemalloc.start()
+        read_reference_history(path)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        ratio = peak / path.stat().st_size
+        print(f"tracemalloc peak of read_reference_history: {ratio:.2f}x the file (target < 3x)")
+        print("(benchmarks/bench_reader_memory.py measures every reader in fresh processes)")
         print()
 
         # Rounds alternate between the two writers so that drift in the disk's speed (other processes

@@ -21,6 +21,7 @@ from ds4_context_engine.pi import (
     append_pi_entry,
     build_pi_context,
     create_pi_session,
+    extend_pi_session,
     read_pi_session,
     read_pi_session_bytes,
 )
@@ -237,3 +238,32 @@ def test_a_context_grown_by_appends_equals_one_built_from_a_fresh_read(tmp_path)
     session = view.refresh()
     assert build_pi_context(session) == build_pi_context(read_pi_session(path))
     assert [m.source_entry_id for m in build_pi_context(session).messages][-1] == session.entries[-1].id
+
+
+def test_a_rebuilt_context_reuses_the_messages_already_converted():
+    # the memo keeps a converted entry as its message alone, keyed by entry id; ids are any strings
+    header = b'{"type":"session","version":3,"id":"memo","timestamp":"","cwd":"/p"}\n'
+    lines = [
+        b'{"type":"message","id":"context","parentId":null,"message":{"role":"user","content":"a"}}\n',
+        b'{"type":"message","id":"usages","parentId":"context","message":{"role":"user","content":"b"}}\n',
+        b'{"type":"message","id":"entry messages","parentId":"usages",'
+        b'"message":{"role":"user","content":"c"}}\n',
+    ]
+    session = read_pi_session_bytes(header + b"".join(lines))
+    first = build_pi_context(session)
+    again = build_pi_context(session, "entry messages")  # an explicit leaf: rebuilt from the memo
+    assert again.messages == first.messages
+    assert all(a is b for a, b in zip(again.messages, first.messages, strict=True))
+    pinned = build_pi_context(session, "entry messages", pinned_entry_ids={"usages"})
+    assert [m.flags.pinned for m in pinned.messages] == [None, True, None]
+    assert pinned.messages[0] is first.messages[0]
+    assert build_pi_context(session, "entry messages").messages[1].flags.pinned is None
+    # two sessions grown from this one share its memo: an equal id appended to each is not mixed up
+    tail = (
+        b'{"type":"message","id":"x","parentId":"entry messages","message":{"role":"user","content":"%s"}}\n'
+    )
+    one = extend_pi_session(session, tail % b"one")
+    assert build_pi_context(one, "x").messages[-1].blocks == (TextBlock(text="one"),)
+    two = extend_pi_session(session, tail % b"two")
+    assert two.context_memo is one.context_memo
+    assert build_pi_context(two, "x").messages[-1].blocks == (TextBlock(text="two"),)

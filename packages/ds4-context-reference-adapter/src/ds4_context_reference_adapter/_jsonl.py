@@ -341,6 +341,7 @@ def _decode_records(data: bytes, start: int, lines_before: int = 1) -> list[Cano
     """
     decode = _message_decoder.decode
     find = data.index
+    view = memoryview(data)  # lines are decoded where they lie, not copied first
     messages: list[CanonicalMessage] = []
     append = messages.append
     position = start
@@ -348,7 +349,7 @@ def _decode_records(data: bytes, start: int, lines_before: int = 1) -> list[Cano
     try:
         while position < end:
             newline = find(b"\n", position)
-            append(decode(data[position:newline]).message)
+            append(decode(view[position:newline]).message)
             position = newline + 1
     except (msgspec.DecodeError, RecursionError):
         _decode_message(data[position:newline], lines_before + len(messages) + 1)  # raises the coded error
@@ -498,6 +499,8 @@ def read_reference_history(
         messages = [*previous.messages, *_decode_records(data, previous.size_bytes, previous.snapshot_lines)]
     else:
         messages = _decode_records(data, header_end + 1)
+    size = len(data)
+    del data  # the messages are decoded: grouping and validation need room more than the bytes
     snapshot = build_runtime_history_snapshot(
         runtime_id=header.runtime_id,
         session_id=header.session_id,
@@ -508,7 +511,7 @@ def read_reference_history(
     issues = validate_runtime_history_snapshot(snapshot)
     if issues:
         # Point at the first offending line when the problem is one the file format itself rules out.
-        index = _HistoryIndex(header, len(data))
+        index = _HistoryIndex(header, size)
         for line_number, message in enumerate(messages, start=2):
             index.check_existing(message, line_number)
             index.admit(message)
@@ -516,7 +519,7 @@ def read_reference_history(
         raise ReferenceHistoryInvalidError(
             "snapshot-invalid", f"the history breaks canonical invariants ({codes})", issues=issues
         )
-    return ReferenceHistory(header=header, snapshot=snapshot, size_bytes=len(data))
+    return ReferenceHistory(header=header, snapshot=snapshot, size_bytes=size)
 
 
 def read_reference_history_header(path: str | os.PathLike[str]) -> ReferenceHistoryHeader:

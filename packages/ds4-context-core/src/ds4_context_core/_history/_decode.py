@@ -261,9 +261,10 @@ def check_message_nesting(messages: Sequence[CanonicalMessage], *, first_line: i
     Every decoder of this module applies it, so a writer that applies it too never writes a message
     its readers refuse. ``first_line`` is the JSONL line of ``messages[0]``, used in the error when given.
     """
-    index = _first_too_deep(messages)
-    if index is not None:
-        raise _too_deep(None if first_line is None else first_line + index)
+    for before, part in _slices((messages,)):
+        index = _first_too_deep(part)
+        if index is not None:
+            raise _too_deep(None if first_line is None else first_line + before + index)
 
 
 def _decode_one(raw: bytes, line: int | None, unknown_blocks: str) -> CanonicalMessage:
@@ -362,16 +363,17 @@ def check_message_identifiers(messages: Sequence[CanonicalMessage], *, first_lin
     Decoding already enforces lengths through the model's types; this is the check msgspec cannot make
     cheaply. ``first_line`` is the JSONL line of ``messages[0]``, used in the error when given.
     """
-    found = _first_bad_identifier(messages)
-    if found is not None:
-        index, path = found
-        raise _identifier_failure(None if first_line is None else first_line + index, path)
+    for before, part in _slices((messages,)):
+        found = _first_bad_identifier(part)
+        if found is not None:
+            index, path = found
+            raise _identifier_failure(None if first_line is None else first_line + before + index, path)
 
 
-def _decode_lines_one_by_one(data: bytes, unknown_blocks: str) -> list[CanonicalMessage]:
+def _decode_lines_one_by_one(data: bytes, unknown_blocks: str, first_line: int = 1) -> list[CanonicalMessage]:
     return [
         _decode_one(raw, number, unknown_blocks)
-        for number, raw in enumerate(data.split(b"\n"), start=1)
+        for number, raw in enumerate(data.split(b"\n"), start=first_line)
         if raw.strip()
     ]
 
@@ -408,20 +410,62 @@ def decode_canonical_messages_jsonl(
     if tail.strip():
         line = raw.count(b"\n") + 1
         raise _fail("history-record-unterminated", "the last record does not end with a newline", line=line)
-    try:
-        messages: Sequence[CanonicalMessage] = _message_decoder.decode_lines(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-        messages = _decode_lines_one_by_one(raw, unknown_blocks)
-    if len(messages) > max_messages:
+    # Decoded a chunk of lines and checked a slice of messages at a time, so what the checks gather
+    # (lists of fields, the JSON of tool arguments) is bounded by a slice, not by the history. Errors
+    # come out in the order a whole-input pass gives them: the first bad line, then too many messages,
+    # then identifiers, then nesting.
+    parts = [_decode_chunk(raw, start, end, unknown_blocks) for start, end in _chunks(raw)]
+    count = sum(map(len, parts))
+    if count > max_messages:
         raise _fail("history-too-many-messages", f"more than {max_messages} messages")
-    found = _first_bad_identifier(messages)
-    if found is not None:
-        index, path = found
-        raise _identifier_failure(_line_of(raw, index), path)
-    deep = _first_too_deep(messages)
-    if deep is not None:
-        raise _too_deep(_line_of(raw, deep))
-    return tuple(messages)
+    for before, messages in _slices(parts):
+        found = _first_bad_identifier(messages)
+        if found is not None:
+            index, path = found
+            raise _identifier_failure(_line_of(raw, before + index), path)
+    for before, messages in _slices(parts):
+        deep = _first_too_deep(messages)
+        if deep is not None:
+            raise _too_deep(_line_of(raw, before + deep))
+    if len(parts) == 1:
+        return tuple(parts[0])
+    return tuple(chain.from_iterable(parts))
+
+
+# Lines are decoded about this many bytes at a time (a chunk ends at the first newline past it), and
+# checked this many messages at a time: what a check gathers is bounded by that, not by the history.
+_CHUNK_BYTES: Final = 1 << 20
+_CHECK_MESSAGES: Final = 1024
+
+
+def _slices(parts: Iterable[Sequence[CanonicalMessage]]) -> Iterable[tuple[int, Sequence[CanonicalMessage]]]:
+    """(index of the first, messages) for runs of at most ``_CHECK_MESSAGES`` messages of ``parts``."""
+    before = 0
+    for part in parts:
+        for offset in range(0, len(part), _CHECK_MESSAGES):
+            yield before + offset, part[offset : offset + _CHECK_MESSAGES]
+        before += len(part)
+
+
+def _chunks(raw: bytes) -> Iterable[tuple[int, int]]:
+    """(start, end) byte ranges of whole lines (newline included) covering ``raw``, which ends with a
+    newline or whitespace; each about ``_CHUNK_BYTES`` long."""
+    start, size = 0, len(raw)
+    while start < size:
+        newline = raw.find(b"\n", min(start + _CHUNK_BYTES, size) - 1)
+        end = size if newline < 0 else newline + 1
+        yield start, end
+        start = end
+
+
+def _decode_chunk(raw: bytes, start: int, end: int, unknown_blocks: str) -> list[CanonicalMessage]:
+    chunk = memoryview(raw)[start:end]
+    try:
+        messages: list[CanonicalMessage] = _message_decoder.decode_lines(chunk)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        first_line = raw.count(b"\n", 0, start) + 1
+        messages = _decode_lines_one_by_one(bytes(chunk), unknown_blocks, first_line)
+    return messages
 
 
 def _line_of(raw: bytes, index: int) -> int:

@@ -139,6 +139,10 @@ _FLAGS: Final = {
     for atomic in (False, True)
     for pinned in (False, True)
 }
+# The key of the per-entry table in a session's memo.
+_ENTRY_MESSAGES_KEY: Final = "entry messages"
+# One string per role name, instead of a decoded copy in the provenance of every message.
+_ROLE_NAMES: Final = {name: name for name in _MESSAGE_ROLES}
 # The entry types ``_Builder.add`` turns into messages; every other type adds nothing.
 _CONVERTED_TYPES: Final = frozenset({"message", "custom_message", "branch_summary"})
 
@@ -150,37 +154,43 @@ class _Builder:
         self.messages: list[CanonicalMessage] = []
         self.excluded: list[str] = []
         self.issues: list[PiSessionIssue] = []
-        self.memo = session.context_memo
+        # what each entry became, by entry id (its own table in the session's memo: ids are any strings)
+        self.memo: dict[str, Any] = session.context_memo.setdefault(_ENTRY_MESSAGES_KEY, {})
         # the timestamp of the entry being added (``PiEntry.timestamp`` would decode the line again)
         self.timestamp = ""
 
     def add_memoized(self, entry: PiEntry) -> None:
         """:meth:`add`, converting each entry object once: a re-read after an append pays for new entries.
 
-        Keyed by the entry object (its id, with the object kept so the id is never reused) and whether it
-        is pinned, the only input of the conversion besides the entry itself. Entries of the types that
-        never become messages are skipped, not remembered (a memo item costs more than a small entry).
+        Remembered by entry id, for the entry object and pin state it was made from (the only inputs of
+        the conversion besides the entry itself). The usual outcome, one message and nothing excluded,
+        is remembered as the message alone: it names its entry by that entry's own id string
+        (``source_entry_id``), which no other entry object shares, and its flags say whether it was
+        pinned. Entries of the types that never become messages are skipped, not remembered (a memo
+        item costs more than a small entry).
         """
         if entry.type not in _CONVERTED_TYPES:
             return
         pinned = entry.id in self.pinned
-        found = self.memo.get(id(entry))
-        if found is not None and found[0] is entry and found[1] == pinned:
-            if len(found) == 3:  # the usual outcome, kept small: one message, nothing excluded
-                self.messages.append(found[2])
+        found = self.memo.get(entry.id)
+        if found is not None:
+            if type(found) is CanonicalMessage:
+                if found.source_entry_id is entry.id and (found.flags.pinned is True) is pinned:
+                    self.messages.append(found)
+                    return
+            elif found[0] is entry and found[1] is pinned:
+                _, _, messages, excluded, issues = found
+                self.messages.extend(messages)
+                self.excluded.extend(excluded)
+                self.issues.extend(issues)
                 return
-            _, _, messages, excluded, issues = found
-            self.messages.extend(messages)
-            self.excluded.extend(excluded)
-            self.issues.extend(issues)
-            return
         counts = len(self.messages), len(self.excluded), len(self.issues)
         self.add(entry)
         added = self.messages[counts[0] :]
         if len(added) == 1 and (len(self.excluded), len(self.issues)) == counts[1:]:
-            self.memo[id(entry)] = (entry, pinned, added[0])
+            self.memo[entry.id] = added[0]
             return
-        self.memo[id(entry)] = (
+        self.memo[entry.id] = (
             entry,
             pinned,
             tuple(added),
@@ -215,7 +225,7 @@ class _Builder:
                     source="pi-session",
                     session_id=self.session_id,
                     entry_id=entry.id,
-                    original_role=original_role,
+                    original_role=_ROLE_NAMES.get(original_role, original_role),
                 ),
                 flags=_FLAGS[atomic, entry.id in self.pinned],
             )
