@@ -15,7 +15,8 @@ Each plan is checked with the metrics of ``task_replay.py`` against the branch t
 Pi would send: its own compaction summary, then the kept entries), with the modified paths counted over
 the whole file (what Pi compacted too): latest request, modified paths, call identities, errors of the
 last 10 results, shared prefix (mean, median, p10, over every step) and previous plan kept (the same
-shared tokens over the previous plan's, with the share of steps that compact), tokens saved, plans over
+shared tokens over the previous plan's, with the share of steps that compact), the shared prefix ceiling
+(the most any planner could share, given what each step appends), tokens saved, plans over
 the window, and the CPU time of ``plan()`` alone and of refresh + plan. The text checks run on
 ``--sample`` steps spread evenly (and the last); the rest on every step. ``--core-digest`` turns core's
 own task digest on in the workspace's configuration (``planner.task_digest``), as when core enables it
@@ -38,7 +39,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from make_coding_session import read_session
-from task_replay import _WRITE_TOOLS, Scores, Step, _orphans, _times, check, prefix_summary, record_prefix
+from task_replay import (
+    _WRITE_TOOLS,
+    Scores,
+    Step,
+    _orphans,
+    _times,
+    appended_since,
+    ceiling_of,
+    check,
+    prefix_summary,
+    record_prefix,
+)
 
 from ds4_context_core import ModelDescriptor
 from ds4_context_core.pruning import normalize_tool_name
@@ -102,6 +114,7 @@ def replay(
         workspace = ContextWorkspace(path, store=store, model=model, config=config)
         modified: dict[str, None] = {}
         number = 0
+        previous_history: list[Any] | None = None
         try:
             with path.open("ab") as handle:
                 for line in lines[1:]:
@@ -116,6 +129,8 @@ def replay(
                         scores.times.append(done - started)
                         plan_times.append(done - planned)
                         history = list(workspace.context.messages)
+                        appended = appended_since(previous_history, history)
+                        first, previous_history = previous_history is None, history
                         if history and not plan.ok:
                             scores.fallbacks += 1
                             scores.previous_tokens = None
@@ -125,6 +140,8 @@ def replay(
                             scores.over_limit += budget.total_tokens > budget.hard_limit
                             scores.orphans += _orphans(plan.messages)
                             record_prefix(plan, scores, fixed)
+                            if not first:
+                                scores.ceiling.append(ceiling_of(appended, budget.hard_limit - fixed))
                             native = plan.manifest.native_tokens + fixed
                             scores.native_all += native
                             scores.planned_all += budget.total_tokens

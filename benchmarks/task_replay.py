@@ -32,6 +32,10 @@ Per step, a plan is checked against the whole branch so far (for a Pi session, a
   previous request a prompt cache can reuse (what the planner controls; mean, median, p10 over the steps
   that follow a plan), with the share of steps that compact (a compaction report that is not a dry run)
   and the same measure over the steps that do not;
+- shared prefix ceiling: the most the shared prefix can be at a step whatever the planner does, when the
+  messages appended since the previous call are sent whole: 1 - their tokens / the room for history (the
+  hard limit less the fixed tokens), mean, median, p10 over the steps after the first. A goal above it
+  cannot be met by any planner on that session and window;
 - tokens saved: 1 - planned / native tokens over the steps whose native request passes the hard limit;
 - plan time per step (CPU).
 
@@ -59,7 +63,14 @@ from ds4_context_core import (
     ToolResultBlock,
 )
 from ds4_context_core.config import PlannerConfig
-from ds4_context_core.planner import ContextPlan, ContextPlanner, PlanState, SupplementalItem, plan_context
+from ds4_context_core.planner import (
+    ContextPlan,
+    ContextPlanner,
+    PlanState,
+    SupplementalItem,
+    fast_chars_v1,
+    plan_context,
+)
 from ds4_context_core.pruning import normalize_tool_name
 from ds4_context_engine.commands import plan_with_cut_supplements, task_digest
 from ds4_context_engine.pi import build_pi_context, read_pi_session
@@ -154,6 +165,8 @@ class Scores:
     kept: list[float] = field(default_factory=list)  # shared tokens / the previous plan's history tokens
     kept_quiet: list[float] = field(default_factory=list)  # the same, steps that do not compact
     prefix_quiet: list[float] = field(default_factory=list)  # the issue's measure, steps that do not compact
+    # The most the issue's measure can be at each step whatever the planner does (see ceiling_of).
+    ceiling: list[float] = field(default_factory=list)
     compacting: int = 0
     planned_steps: int = 0
     previous_tokens: int | None = None  # history tokens of the previous plan (None: no previous plan)
@@ -205,6 +218,30 @@ def record_prefix(plan: ContextPlan, scores: Scores, fixed: int) -> None:
     scores.previous_tokens = history_tokens
 
 
+def appended_since(
+    previous: list[CanonicalMessage] | None, history: list[CanonicalMessage]
+) -> list[CanonicalMessage]:
+    """The messages of ``history`` after what it shares, as a prefix, with the previous call's (compared
+    by message id: a host that rewrites its history, as Pi's compaction does, gives the new ones new ids)."""
+    if previous is None:
+        return history
+    common = 0
+    for old, new in zip(previous, history, strict=False):
+        if old.id != new.id:
+            break
+        common += 1
+    return history[common:]
+
+
+def ceiling_of(appended: list[CanonicalMessage], room: int) -> float:
+    """The largest shared prefix (the issue's measure) a plan of at most ``room`` history tokens can have
+    when it sends the newly appended messages whole: ``1 - appended / room``. A planner that keeps the
+    whole previous plan and fills the room reaches it; only a plan that trims what was just appended
+    (a new result too large for the room) can pass it."""
+    tokens = sum(fast_chars_v1(message) for message in appended)
+    return max(0.0, 1.0 - tokens / room) if room > 0 else 0.0
+
+
 def prefix_summary(scores: Scores) -> dict[str, str]:
     """The rows of both prefix measures, the share of compacting steps and the prefix kept without one."""
 
@@ -223,6 +260,7 @@ def prefix_summary(scores: Scores) -> dict[str, str]:
         else "-",
         "  kept, no compaction m/med/p10": three(scores.kept_quiet),
         "  shared, no compaction m/med/p10": three(scores.prefix_quiet),
+        "shared prefix ceiling m/med/p10": three(scores.ceiling),
     }
 
 
@@ -355,7 +393,10 @@ def run(
 ) -> Scores:
     scores = Scores()
     every = max(1, len(steps) // max(1, sample))
+    previous_history: list[CanonicalMessage] | None = None
     for number, step in enumerate(steps):
+        appended = appended_since(previous_history, step.history)
+        previous_history = step.history
         started = time.process_time()
         plan = plan_of(step.history)
         scores.times.append(time.process_time() - started)
@@ -367,6 +408,8 @@ def run(
         scores.over_limit += budget.total_tokens > budget.hard_limit
         scores.orphans += _orphans(plan.messages)
         record_prefix(plan, scores, fixed)
+        if number > 0:
+            scores.ceiling.append(ceiling_of(appended, budget.hard_limit - fixed))
         native = plan.manifest.native_tokens + fixed
         scores.native_all += native
         scores.planned_all += budget.total_tokens
