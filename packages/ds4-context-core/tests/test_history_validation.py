@@ -316,3 +316,80 @@ def test_issue_with_hostile_identifier_echoes_only_an_escaped_prefix():
 def test_issue_wire_form_is_camel_case_and_omits_unset_fields():
     issue = HistoryValidationIssue(code="tool-result-orphaned", message="m", tool_call_id="c")
     assert msgspec.json.encode(issue) == b'{"code":"tool-result-orphaned","message":"m","toolCallId":"c"}'
+
+
+# A snapshot built in Python is not type-checked by msgspec (it checks when decoding): a field of another
+# type must be reported with a code, never raise TypeError/AttributeError out of validation.
+def _with_provenance(entry: str, **fields):
+    plain = message(entry, TextBlock(text="hi"), role="user")
+    return msgspec.structs.replace(plain, provenance=msgspec.structs.replace(plain.provenance, **fields))
+
+
+@pytest.mark.parametrize(
+    ("bad_message", "code"),
+    [
+        (lambda: _with_provenance("u1", session_id=["sess"]), "history-message-shape-invalid"),
+        (
+            lambda: msgspec.structs.replace(message("u1", role="user"), role=3),
+            "history-message-shape-invalid",
+        ),
+        (
+            lambda: msgspec.structs.replace(message("u1", role="user"), role=["user"]),
+            "history-message-shape-invalid",
+        ),
+        (
+            lambda: msgspec.structs.replace(message("u1", role="user"), blocks="ab"),
+            "history-message-shape-invalid",
+        ),
+        (
+            lambda: msgspec.structs.replace(message("u1", role="user"), id=["sess:u1"]),
+            "history-message-shape-invalid",
+        ),
+        (
+            lambda: msgspec.structs.replace(message("u1", role="user"), flags="pinned"),
+            "history-message-shape-invalid",
+        ),
+        (lambda: "not a message", "history-message-shape-invalid"),
+        (lambda: _with_provenance("u1", entry_id={"a": 1}), "history-provenance-invalid"),
+    ],
+)
+def test_a_field_of_another_type_is_reported_not_raised(bad_message, code):
+    messages = [bad_message(), *history()[1:]]
+    valid = snapshot()
+    snap = msgspec.structs.replace(valid, messages=tuple(messages))
+    found = validate_runtime_history_snapshot(snap)
+    assert code in [issue.code for issue in found]
+    assert all(issue.message_id is None or isinstance(issue.message_id, str) for issue in found)
+    with pytest.raises(HistoryValidationError) as raised:
+        assert_valid_runtime_history_snapshot(snap)
+    assert raised.value.code == "history-validation-failed"
+
+
+@pytest.mark.parametrize(
+    ("field", "bad", "code"),
+    [
+        ("session_id", ["sess"], "history-identity-invalid"),
+        ("revision", 3, "history-identity-invalid"),
+        ("project_root", 7, "trusted-project-root-invalid"),
+        ("messages", None, "history-shape-invalid"),
+        ("tool_atomic_groups", "groups", "history-shape-invalid"),
+    ],
+)
+def test_a_snapshot_field_of_another_type_is_reported(field, bad, code):
+    found = codes(msgspec.structs.replace(snapshot(), **{field: bad}))
+    assert code in found
+
+
+def test_a_group_of_another_type_is_invalid_not_raised():
+    valid = snapshot()
+    (group,) = valid.tool_atomic_groups
+    broken = msgspec.structs.replace(group, message_ids=[["sess:a1"]])
+    assert "tool-atomic-group-invalid" in codes(msgspec.structs.replace(valid, tool_atomic_groups=(broken,)))
+
+
+def test_building_a_snapshot_of_malformed_messages_raises_the_documented_error():
+    bad = msgspec.structs.replace(message("u1", role="user"), id=["sess:u1"])
+    with pytest.raises(HistoryValidationError) as raised:
+        snapshot([bad, *history()[1:]])
+    assert [issue.code for issue in raised.value.issues] == ["history-message-shape-invalid"]
+    assert "sess:u1" not in str(raised.value)

@@ -27,6 +27,14 @@ from ._model import (
     RuntimeHistorySnapshot,
     RuntimeToolAtomicGroup,
 )
+from ._shape import (
+    MESSAGE_ROLES,
+    MESSAGE_SHAPE_INVALID,
+    SNAPSHOT_SHAPE_INVALID,
+    groups_typed,
+    malformed_messages,
+    snapshot_fields_typed,
+)
 
 __all__ = [
     "HISTORY_MAX_IDENTIFIER_CHARS",
@@ -44,8 +52,9 @@ __all__ = [
 
 HISTORY_VALIDATION_FAILED: Final = "history-validation-failed"
 
-# The first fifteen are the original's codes, in its order; the last four are our additions for checks
-# the original did not make (caller-expected identity, the trusted root, malformed identifiers).
+# The first fifteen are the original's codes, in its order; the rest are our additions for checks the
+# original did not make (caller-expected identity, the trusted root, malformed identifiers, and fields
+# of the wrong type in a snapshot built in Python).
 HISTORY_VALIDATION_CODES: Final = (
     "history-schema-incompatible",
     "history-identity-invalid",
@@ -66,8 +75,11 @@ HISTORY_VALIDATION_CODES: Final = (
     "trusted-project-root-mismatch",
     "trusted-project-root-invalid",
     "history-message-id-invalid",
+    SNAPSHOT_SHAPE_INVALID,
+    MESSAGE_SHAPE_INVALID,
 )
 
+_ROLES: Final = MESSAGE_ROLES
 # C0 controls, DEL and C1 controls: never valid inside an identifier or a path that crosses a boundary.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _PREFIX_CHARS: Final = 32
@@ -101,7 +113,9 @@ def escaped_prefix(value: str, limit: int = _PREFIX_CHARS) -> str:
 
 
 def identifier_problem(value: str, limit: int = HISTORY_MAX_IDENTIFIER_CHARS) -> str | None:
-    """``"blank"``, ``"control"``, ``"too-long"`` or ``None`` when the identifier is acceptable."""
+    """``"not-text"``, ``"blank"``, ``"control"``, ``"too-long"`` or ``None`` when acceptable."""
+    if type(value) is not str:
+        return "not-text"
     if not value or value.isspace():
         return "blank"
     if len(value) > limit:
@@ -111,8 +125,10 @@ def identifier_problem(value: str, limit: int = HISTORY_MAX_IDENTIFIER_CHARS) ->
     return None
 
 
-def _echo(value: str) -> str:
-    """Valid identifiers are echoed exactly (callers look them up); anything else as an escaped prefix."""
+def _echo(value: object) -> str | None:
+    """Valid identifiers are echoed exactly (callers look them up); other text as an escaped prefix."""
+    if type(value) is not str:
+        return None
     return value if identifier_problem(value) is None else escaped_prefix(value)
 
 
@@ -152,7 +168,14 @@ def _identity_issues(
             )
         )
     root = snapshot.project_root
-    if not root or root.isspace():
+    if type(root) is not str:
+        issues.append(
+            HistoryValidationIssue(
+                code="trusted-project-root-invalid",
+                message="project root must be an absolute path without control characters",
+            )
+        )
+    elif not root or root.isspace():
         issues.append(
             HistoryValidationIssue(
                 code="trusted-project-root-missing", message="trusted project root must be non-empty"
@@ -188,6 +211,8 @@ def all_identifiers_valid(values: Sequence[str], limit: int = HISTORY_MAX_IDENTI
 
 
 _id_of = attrgetter("id")
+_role_of = attrgetter("role")
+_blocks_of = attrgetter("blocks")
 _provenance_of = attrgetter("provenance")
 _source_entry_of = attrgetter("source_entry_id")
 _session_of = attrgetter("session_id")
@@ -201,6 +226,8 @@ def _messages_look_valid(
 ) -> bool:
     """The common case, decided without a Python-level loop per message; False sends us to the slow path."""
     if len(set(ids)) != len(ids) or not all_identifiers_valid(ids):
+        return False
+    if not set(map(_role_of, messages)) <= _ROLES or set(map(type, map(_blocks_of, messages))) - {tuple}:
         return False
     provenances = list(map(_provenance_of, messages))
     if provenances and set(map(_session_of, provenances)) != {session_id}:
@@ -249,6 +276,14 @@ def _message_issues(
             )
         else:
             seen.add(message_id)
+        if message.role not in _ROLES or type(message.blocks) is not tuple:
+            issues.append(
+                HistoryValidationIssue(
+                    code=MESSAGE_SHAPE_INVALID,
+                    message="canonical message fields do not have the types runtime-history-v1 declares",
+                    message_id=_echo(message_id),
+                )
+            )
         provenance = message.provenance
         entry_id = provenance.entry_id
         if (
@@ -394,6 +429,32 @@ def _group_issues(
     return issues
 
 
+def _shape_issues(snapshot: RuntimeHistorySnapshot) -> list[HistoryValidationIssue]:
+    if not snapshot_fields_typed(snapshot):
+        return [
+            HistoryValidationIssue(
+                code=SNAPSHOT_SHAPE_INVALID,
+                message="snapshot fields do not have the types runtime-history-v1 declares",
+            )
+        ]
+    issues = [
+        HistoryValidationIssue(
+            code=MESSAGE_SHAPE_INVALID,
+            message="canonical message fields do not have the types runtime-history-v1 declares",
+            message_id=_echo(getattr(message, "id", None)),
+        )
+        for _, message in malformed_messages(snapshot.messages)
+    ]
+    if not groups_typed(snapshot.tool_atomic_groups):
+        issues.append(
+            HistoryValidationIssue(
+                code="tool-atomic-group-invalid",
+                message="tool atomic groups need an id, member messages and tool call ids",
+            )
+        )
+    return issues
+
+
 def validate_runtime_history_snapshot(
     snapshot: RuntimeHistorySnapshot,
     *,
@@ -406,6 +467,24 @@ def validate_runtime_history_snapshot(
     ``expected_runtime_id``/``expected_session_id`` reject a snapshot of another runtime or session;
     ``trusted_project_root`` must equal the snapshot's root exactly (a root is never broadened).
     """
+    try:
+        return _invariant_issues(snapshot, expected_runtime_id, expected_session_id, trusted_project_root)
+    except (TypeError, AttributeError):
+        # A field of another type (a snapshot built in Python: msgspec checks types only when decoding).
+        # Screening every field up front would cost as much as the checks, so it runs only now.
+        shape = _shape_issues(snapshot)
+        if not shape:
+            raise
+    identity = _identity_issues(snapshot, expected_runtime_id, expected_session_id, trusted_project_root)
+    return (*identity, *shape)
+
+
+def _invariant_issues(
+    snapshot: RuntimeHistorySnapshot,
+    expected_runtime_id: str | None,
+    expected_session_id: str | None,
+    trusted_project_root: str | None,
+) -> tuple[HistoryValidationIssue, ...]:
     issues = _identity_issues(snapshot, expected_runtime_id, expected_session_id, trusted_project_root)
     message_issues, message_ids = _message_issues(snapshot.messages, snapshot.runtime_id, snapshot.session_id)
     issues.extend(message_issues)
@@ -463,7 +542,23 @@ def build_runtime_history_snapshot(
 ) -> RuntimeHistorySnapshot:
     """A snapshot with its tool atomic groups computed from ``messages``. It is not validated here."""
     history = tuple(messages)
-    checked = group_and_check(history)
+    try:
+        checked = group_and_check(history)
+    except (TypeError, AttributeError):
+        malformed = malformed_messages(history)
+        if not malformed:
+            raise
+        issues = tuple(
+            HistoryValidationIssue(
+                code=MESSAGE_SHAPE_INVALID,
+                message="canonical message fields do not have the types runtime-history-v1 declares",
+                message_id=_echo(getattr(message, "id", None)),
+            )
+            for _, message in malformed
+        )
+        raise HistoryValidationError(
+            HISTORY_VALIDATION_FAILED, f"cannot build a snapshot ({summarize_issues(issues)})", issues
+        ) from None
     snapshot = RuntimeHistorySnapshot(
         runtime_id=runtime_id,
         session_id=session_id,
