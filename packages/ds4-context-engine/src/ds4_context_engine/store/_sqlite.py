@@ -208,13 +208,14 @@ _SEARCH_RANKS: Final = (
     "SELECT entry_key, bm25(entries_fts) AS rank, '' FROM entries_fts "
     "WHERE entries_fts MATCH ? AND session_id = ? ORDER BY rank, rowid LIMIT ?"
 )
-# auxiliary functions need the MATCH of their own scan: the outer scan seeks each kept rowid with it
+# auxiliary functions need the MATCH of their own scan; CROSS JOIN keeps ``kept`` the outer loop, so the
+# second scan seeks each kept rowid instead of walking every match again
 _SEARCH_WITH_EXCERPTS: Final = (
     "WITH kept(id, rank) AS MATERIALIZED ("
     "SELECT rowid, bm25(entries_fts) FROM entries_fts WHERE entries_fts MATCH ? AND session_id = ? "
     "ORDER BY bm25(entries_fts), rowid LIMIT ?"
     ") SELECT entries_fts.entry_key, kept.rank, snippet(entries_fts, 2, '', '', ' ... ', ?) "
-    "FROM kept JOIN entries_fts ON entries_fts.rowid = kept.id WHERE entries_fts MATCH ? "
+    "FROM kept CROSS JOIN entries_fts WHERE entries_fts MATCH ? AND entries_fts.rowid = kept.id "
     "ORDER BY kept.rank, kept.id"
 )
 
