@@ -253,7 +253,8 @@ def retrieval_candidates(
         by_entry: dict[str, CanonicalMessage] = {}
         for message in messages:
             by_entry.setdefault(message.source_entry_id, message)
-        hits = store.search(session_id, " ".join(terms), limit=hit_cap, match="any")
+        # only the ids are read (the text comes from the messages), so no excerpt is built
+        hits = store.search(session_id, " ".join(terms), limit=hit_cap, match="any", excerpts=False)
         for entry_id in _unique(hit.entry_id for hit in hits):
             candidate = by_entry.get(entry_id)
             if candidate is None or candidate.id in found:

@@ -620,9 +620,17 @@ class PostgresDerivedStore:
     # -- queries ----------------------------------------------------------------------------------
 
     def search(
-        self, session_id: str, query: str, *, limit: int = 10, match: Literal["all", "any"] = "all"
+        self,
+        session_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        match: Literal["all", "any"] = "all",
+        excerpts: bool = True,
     ) -> tuple[SearchHit, ...]:
         """Full-text search over one session, ranked by bm25 as FTS5 ranks (lower is better).
+
+        ``excerpts=False`` leaves every hit's ``excerpt`` empty and does not fetch the bodies.
 
         Words are found as FTS5's ``unicode61`` finds them and every one is quoted, so no query syntax.
         bm25's statistics (entry count, mean length, entries per word) are the session's own, where
@@ -637,7 +645,7 @@ class PostgresDerivedStore:
         capped = max(1, min(limit, 100))
 
         def run(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-            return connection.execute(_BM25_QUERY, {
+            return connection.execute(_BM25_QUERY if excerpts else _BM25_RANKS, {
                 "session": session_id, "query": expression, "words": words, "limit": capped,
                 "pool": max(_BM25_POOL, 4 * capped), "k1": _BM25_K1, "b": _BM25_B,
             }).fetchall()  # fmt: skip
@@ -650,7 +658,7 @@ class PostgresDerivedStore:
                 session_id=session_id,
                 entry_id=key[prefix:],
                 rank=float(rank),
-                excerpt=excerpt(body, wanted, tokens=_EXCERPT_TOKENS),
+                excerpt=excerpt(body, wanted, tokens=_EXCERPT_TOKENS) if excerpts else "",
             )
             for key, rank, body in rows
         )
@@ -921,7 +929,7 @@ class PostgresDerivedStore:
 # session's entries as the corpus; tf is the number of positions of the word in the entry's tsvector.
 # Scoring unnests each entry's tsvector, so it runs on the best %(pool)s matches by ts_rank (C, cheap);
 # the final order is bm25's.
-_BM25_QUERY: Final = """
+_BM25_TEMPLATE: Final = """
 WITH corpus AS MATERIALIZED (
     SELECT fts_entries AS total, fts_words::float8 / greatest(fts_entries, 1) AS mean FROM sessions
     WHERE session_id = %(session)s
@@ -934,7 +942,7 @@ idf AS MATERIALIZED (
     LEFT JOIN session_words s ON s.session_id = %(session)s AND s.word = w.word
 ),
 candidates AS MATERIALIZED (
-    SELECT entry_key, body, words, document FROM entries_fts
+    SELECT entry_key, {body} AS body, words, document FROM entries_fts
     WHERE session_id = %(session)s AND document @@ %(query)s::tsquery
     ORDER BY ts_rank(document, %(query)s::tsquery, 1) DESC, entry_key LIMIT %(pool)s
 ),
@@ -951,6 +959,9 @@ scored AS (
 SELECT s.entry_key, s.rank, m.body FROM scored s JOIN candidates m USING (entry_key)
 ORDER BY s.rank, s.entry_key LIMIT %(limit)s
 """
+_BM25_QUERY: Final = _BM25_TEMPLATE.format(body="body")
+# ids and ranks only: the bodies stay on the server
+_BM25_RANKS: Final = _BM25_TEMPLATE.format(body="NULL::text")
 
 # One statement, so one round trip and one transaction: the insert, the trim to the newest
 # MANIFEST_RETENTION (the new row is not visible to the delete, so it keeps one fewer of the others),

@@ -43,9 +43,18 @@ class DerivedStore(Protocol):
         ...
 
     def search(
-        self, session_id: str, query: str, *, limit: int = 10, match: Literal["all", "any"] = "all"
+        self,
+        session_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        match: Literal["all", "any"] = "all",
+        excerpts: bool = True,
     ) -> tuple[SearchHit, ...]:
-        """Entries holding every word of ``query`` (``match="any"``: at least one), best first."""
+        """Entries holding every word of ``query`` (``match="any"``: at least one), best first.
+
+        ``excerpts=False``: ids and ranks only, every ``excerpt`` empty (cheaper: no excerpt is built).
+        """
         ...
 
     def pins(self, session_id: str) -> tuple[PinRecord, ...]: ...

@@ -201,6 +201,25 @@ def _schema_tables() -> frozenset[str]:
         return _table_names(connection)
 
 
+# The best matches by bm25 (rowid breaks ties, so the order is a function of the store). snippet() reads
+# and tokenizes an entry's whole body, so it runs on the kept rows only, never on every match: on a long
+# session a common word matches thousands of entries (see docs/engine/store.md for the figures).
+_SEARCH_RANKS: Final = (
+    "SELECT entry_key, bm25(entries_fts) AS rank, '' FROM entries_fts "
+    "WHERE entries_fts MATCH ? AND session_id = ? ORDER BY rank, rowid LIMIT ?"
+)
+# auxiliary functions need the MATCH of their own scan; CROSS JOIN keeps ``kept`` the outer loop, so the
+# second scan seeks each kept rowid instead of walking every match again
+_SEARCH_WITH_EXCERPTS: Final = (
+    "WITH kept(id, rank) AS MATERIALIZED ("
+    "SELECT rowid, bm25(entries_fts) FROM entries_fts WHERE entries_fts MATCH ? AND session_id = ? "
+    "ORDER BY bm25(entries_fts), rowid LIMIT ?"
+    ") SELECT entries_fts.entry_key, kept.rank, snippet(entries_fts, 2, '', '', ' ... ', ?) "
+    "FROM kept CROSS JOIN entries_fts WHERE entries_fts MATCH ? AND entries_fts.rowid = kept.id "
+    "ORDER BY kept.rank, kept.id"
+)
+
+
 def _fts_query(text: str, joiner: str = " ") -> str:
     terms = [term.replace('"', '""') for term in text.split() if term]
     return joiner.join(f'"{term}"' for term in terms)
@@ -526,25 +545,33 @@ class SqliteDerivedStore:
     # -- queries ----------------------------------------------------------------------------------
 
     def search(
-        self, session_id: str, query: str, *, limit: int = 10, match: Literal["all", "any"] = "all"
+        self,
+        session_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        match: Literal["all", "any"] = "all",
+        excerpts: bool = True,
     ) -> tuple[SearchHit, ...]:
         """Full-text search (FTS5, bm25) over one session; every term is quoted, so no query syntax.
 
         ``match="all"`` finds entries holding every term, ``"any"`` entries holding at least one.
+        ``excerpts=False`` leaves every hit's ``excerpt`` empty (ids and ranks only).
         """
         if match not in ("all", "any"):
             raise DerivedStoreError("derived-store-argument-invalid", "search match must be 'all' or 'any'")
         expression = _fts_query(query, " OR " if match == "any" else " ")
         if not expression:
             return ()
+        capped = max(1, min(limit, 100))
 
         def run() -> tuple[SearchHit, ...]:
-            rows = self._connection.execute(
-                "SELECT entry_key, bm25(entries_fts), snippet(entries_fts, 2, '', '', ' ... ', ?) "
-                "FROM entries_fts WHERE entries_fts MATCH ? AND session_id = ? "
-                "ORDER BY bm25(entries_fts) LIMIT ?",
-                (_EXCERPT_TOKENS, expression, session_id, max(1, min(limit, 100))),
-            ).fetchall()
+            if excerpts:
+                rows = self._connection.execute(
+                    _SEARCH_WITH_EXCERPTS, (expression, session_id, capped, _EXCERPT_TOKENS, expression)
+                ).fetchall()
+            else:
+                rows = self._connection.execute(_SEARCH_RANKS, (expression, session_id, capped)).fetchall()
             prefix = len(session_id) + 1
             return tuple(
                 SearchHit(session_id=session_id, entry_id=key[prefix:], rank=rank, excerpt=excerpt)
