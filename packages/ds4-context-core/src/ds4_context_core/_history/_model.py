@@ -92,6 +92,14 @@ def _shared_name(value: str) -> str:
     return value
 
 
+def _share_field(owner: msgspec.Struct, field: str, value: object) -> None:
+    """Replace ``owner.field`` (a frozen struct's) by the shared string equal to it, if one is known."""
+    if type(value) is str:
+        shared = _shared_name(value)
+        if shared is not value:
+            force_setattr(owner, field, shared)
+
+
 class _Block(
     msgspec.Struct, gc=False, frozen=True, kw_only=True, rename="camel", tag_field="type", omit_defaults=True
 ):
@@ -112,11 +120,7 @@ class ToolCallBlock(_Block, frozen=True, tag="toolCall"):
     arguments: dict[str, Any]
 
     def __post_init__(self) -> None:
-        name = self.name
-        if type(name) is str:  # a handful of tool names recur in every history
-            shared = _shared_name(name)
-            if shared is not name:
-                force_setattr(self, "name", shared)
+        _share_field(self, "name", self.name)  # a handful of tool names recur in every history
 
 
 class ToolResultBlock(_Block, frozen=True, tag="toolResult", omit_defaults=False):
@@ -128,11 +132,7 @@ class ToolResultBlock(_Block, frozen=True, tag="toolResult", omit_defaults=False
     is_error: bool = False
 
     def __post_init__(self) -> None:
-        name = self.tool_name
-        if type(name) is str:
-            shared = _shared_name(name)
-            if shared is not name:
-                force_setattr(self, "tool_name", shared)
+        _share_field(self, "tool_name", self.tool_name)
 
 
 class ImageBlock(_Block, frozen=True, tag="image"):
@@ -226,34 +226,10 @@ class CanonicalMessage(
             value: str | None = provenance.entry_id
             if value is not entry_id and value == entry_id and type(entry_id) is str:
                 force_setattr(provenance, "entry_id", entry_id)
-            value = provenance.session_id
-            if type(value) is str:
-                found = _SHARED_NAMES.get(value)
-                if found is None:
-                    _share_name(value)
-                elif found is not value:
-                    force_setattr(provenance, "session_id", found)
-            value = provenance.runtime_id
-            if type(value) is str:
-                found = _SHARED_NAMES.get(value)
-                if found is None:
-                    _share_name(value)
-                elif found is not value:
-                    force_setattr(provenance, "runtime_id", found)
-        value = self.provider
-        if type(value) is str:
-            found = _SHARED_NAMES.get(value)
-            if found is None:
-                _share_name(value)
-            elif found is not value:
-                force_setattr(self, "provider", found)
-        value = self.model
-        if type(value) is str:
-            found = _SHARED_NAMES.get(value)
-            if found is None:
-                _share_name(value)
-            elif found is not value:
-                force_setattr(self, "model", found)
+            _share_field(provenance, "session_id", provenance.session_id)
+            _share_field(provenance, "runtime_id", provenance.runtime_id)
+        _share_field(self, "provider", self.provider)
+        _share_field(self, "model", self.model)
 
     @property
     def tool_call_ids(self) -> tuple[str, ...]:

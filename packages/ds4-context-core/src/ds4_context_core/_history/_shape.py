@@ -14,20 +14,14 @@ from operator import attrgetter
 from typing import Final, get_args
 
 from ._model import (
-    ArtifactReferenceBlock,
+    CanonicalBlock,
     CanonicalMessage,
-    FileReferenceBlock,
-    ImageBlock,
     MessageFlags,
     MessageRole,
-    OpaqueProviderBlock,
     Provenance,
     ProvenanceSource,
     RuntimeHistorySnapshot,
     RuntimeToolAtomicGroup,
-    SummaryReferenceBlock,
-    TextBlock,
-    ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
@@ -45,21 +39,8 @@ SNAPSHOT_SHAPE_INVALID: Final = "history-shape-invalid"
 MESSAGE_SHAPE_INVALID: Final = "history-message-shape-invalid"
 
 MESSAGE_ROLES: Final = frozenset(get_args(MessageRole))
-_ROLES: Final = MESSAGE_ROLES
 _SOURCES: Final = frozenset(get_args(ProvenanceSource))
-_BLOCK_TYPES: Final = frozenset(
-    {
-        TextBlock,
-        ThinkingBlock,
-        ToolCallBlock,
-        ToolResultBlock,
-        ImageBlock,
-        FileReferenceBlock,
-        ArtifactReferenceBlock,
-        SummaryReferenceBlock,
-        OpaqueProviderBlock,
-    }
-)
+_BLOCK_TYPES: Final = frozenset(get_args(CanonicalBlock))
 _STR: Final = frozenset({str})
 _OPTIONAL_STR: Final = frozenset({str, type(None)})
 _OPTIONAL_BOOL: Final = frozenset({bool, type(None)})
@@ -120,7 +101,7 @@ def _fields_typed(messages: tuple[CanonicalMessage, ...]) -> bool:
     ):
         return False
     roles = _distinct(map(attrgetter("role"), messages))
-    if roles is None or not roles <= _ROLES:
+    if roles is None or not roles <= MESSAGE_ROLES:
         return False
     provenances = list(map(_provenance_of, messages))
     if _types(provenances) - {Provenance}:

@@ -79,7 +79,6 @@ HISTORY_VALIDATION_CODES: Final = (
     MESSAGE_SHAPE_INVALID,
 )
 
-_ROLES: Final = MESSAGE_ROLES
 # C0 controls, DEL and C1 controls: never valid inside an identifier or a path that crosses a boundary.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _PREFIX_CHARS: Final = 32
@@ -130,6 +129,14 @@ def _echo(value: object) -> str | None:
     if type(value) is not str:
         return None
     return value if identifier_problem(value) is None else escaped_prefix(value)
+
+
+def _message_shape_issue(message: object) -> HistoryValidationIssue:
+    return HistoryValidationIssue(
+        code=MESSAGE_SHAPE_INVALID,
+        message="canonical message fields do not have the types runtime-history-v1 declares",
+        message_id=_echo(getattr(message, "id", None)),
+    )
 
 
 def _is_absolute(path: str) -> bool:
@@ -227,7 +234,9 @@ def _messages_look_valid(
     """The common case, decided without a Python-level loop per message; False sends us to the slow path."""
     if len(set(ids)) != len(ids) or not all_identifiers_valid(ids):
         return False
-    if not set(map(_role_of, messages)) <= _ROLES or set(map(type, map(_blocks_of, messages))) - {tuple}:
+    if not set(map(_role_of, messages)) <= MESSAGE_ROLES:
+        return False
+    if set(map(type, map(_blocks_of, messages))) - {tuple}:
         return False
     provenances = list(map(_provenance_of, messages))
     if provenances and set(map(_session_of, provenances)) != {session_id}:
@@ -276,14 +285,8 @@ def _message_issues(
             )
         else:
             seen.add(message_id)
-        if message.role not in _ROLES or type(message.blocks) is not tuple:
-            issues.append(
-                HistoryValidationIssue(
-                    code=MESSAGE_SHAPE_INVALID,
-                    message="canonical message fields do not have the types runtime-history-v1 declares",
-                    message_id=_echo(message_id),
-                )
-            )
+        if message.role not in MESSAGE_ROLES or type(message.blocks) is not tuple:
+            issues.append(_message_shape_issue(message))
         provenance = message.provenance
         entry_id = provenance.entry_id
         if (
@@ -437,14 +440,7 @@ def _shape_issues(snapshot: RuntimeHistorySnapshot) -> list[HistoryValidationIss
                 message="snapshot fields do not have the types runtime-history-v1 declares",
             )
         ]
-    issues = [
-        HistoryValidationIssue(
-            code=MESSAGE_SHAPE_INVALID,
-            message="canonical message fields do not have the types runtime-history-v1 declares",
-            message_id=_echo(getattr(message, "id", None)),
-        )
-        for _, message in malformed_messages(snapshot.messages)
-    ]
+    issues = [_message_shape_issue(message) for _, message in malformed_messages(snapshot.messages)]
     if not groups_typed(snapshot.tool_atomic_groups):
         issues.append(
             HistoryValidationIssue(
@@ -548,14 +544,7 @@ def build_runtime_history_snapshot(
         malformed = malformed_messages(history)
         if not malformed:
             raise
-        issues = tuple(
-            HistoryValidationIssue(
-                code=MESSAGE_SHAPE_INVALID,
-                message="canonical message fields do not have the types runtime-history-v1 declares",
-                message_id=_echo(getattr(message, "id", None)),
-            )
-            for _, message in malformed
-        )
+        issues = tuple(_message_shape_issue(message) for _, message in malformed)
         raise HistoryValidationError(
             HISTORY_VALIDATION_FAILED, f"cannot build a snapshot ({summarize_issues(issues)})", issues
         ) from None
