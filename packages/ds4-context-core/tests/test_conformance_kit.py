@@ -721,7 +721,8 @@ def test_cli_rejects_bad_targets_with_exit_code_two(
 ) -> None:
     assert main([target]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: [conformance-target-")
+    assert err.startswith("error [conformance-target-")
+    assert len(err.splitlines()) == 1, err
 
 
 # A target module in a user's project directory: it loads, and its factory fails every case on purpose.
@@ -753,7 +754,7 @@ def _one_error_line(result: subprocess.CompletedProcess[str], code: str) -> str:
     assert result.stdout == ""
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"error: [{code}] ")
+    assert lines[0].startswith(f"error [{code}]: ")
     return lines[0]
 
 
@@ -811,6 +812,27 @@ def test_the_trio_backend_without_trio_is_one_coded_line(tmp_path: Path) -> None
     )
     line = _one_error_line(result, "conformance-backend-unavailable")
     assert "pip install trio" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ((), "the following arguments are required: target"),
+        (("cwd_target:factory", "--timeout", "soon"), "must be a number of seconds, got 'soon'"),
+        (("cwd_target:factory", "--timeout", "0"), "must be a positive, finite number of seconds"),
+        (("cwd_target:factory", "--timeout", "-5"), "must be a positive, finite number of seconds"),
+        (("cwd_target:factory", "--timeout", "nan"), "must be a positive, finite number of seconds"),
+        (("cwd_target:factory", "--backend", "curio"), "invalid choice: 'curio'"),
+        (("cwd_target:factory", "--jsn"), "unrecognized arguments: --jsn"),
+    ],
+)
+def test_a_command_line_the_kit_cannot_run_is_one_coded_line_and_nothing_runs(
+    tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    (tmp_path / "cwd_target.py").write_text(_CWD_TARGET)
+    line = _one_error_line(_run_kit(tmp_path, *args), "conformance-usage")
+    assert said in line
+    assert line.endswith("(see --help)")
 
 
 # --- the pytest helper and import hygiene -------------------------------------------------------------

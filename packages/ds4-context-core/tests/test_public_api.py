@@ -156,3 +156,18 @@ def test_every_public_error_is_under_the_root_and_drawn_in_the_exceptions_docstr
     for error in errors:
         assert issubclass(error, ds4_context_core.Ds4ContextError), error
         assert f" {error.__name__}" in (_exceptions.__doc__ or ""), f"{error.__name__} missing from the tree"
+
+
+def test_the_adapter_contract_imports_without_the_conformance_kit():
+    # a host's start-up (the CLI's plan) reads the contract's types; the kit comes when it is named
+    code = (
+        "import sys, ds4_context_core.adapter as adapter\n"
+        "kit = 'ds4_context_core._adapter._conformance._runner'\n"
+        "assert kit not in sys.modules and 'anyio' not in sys.modules, 'eager kit import'\n"
+        "from ds4_context_core import conformance\n"
+        "assert adapter.run_runtime_adapter_conformance is conformance.run_runtime_adapter_conformance\n"
+        "kit = conformance.assert_runtime_adapter_conformance\n"
+        "assert adapter.assert_runtime_adapter_conformance is kit\n"
+        "assert 'run_runtime_adapter_conformance' in adapter.__all__\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

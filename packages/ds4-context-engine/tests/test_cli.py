@@ -272,6 +272,18 @@ def test_conformance_accepts_a_factory_target_and_reports_bad_ones():
     assert "error [conformance-target-invalid]" in bad.stderr
 
 
+@pytest.mark.parametrize("target", ["not-a-target", "definitely_absent_module_xyz:factory"])
+def test_the_kit_and_the_cli_print_a_bad_target_as_the_same_one_line(target, capsys):
+    from ds4_context_core.conformance import main as kit  # noqa: PLC0415
+
+    cli = _run("conformance", target)
+    assert kit([target]) == cli.exit_code == EXIT_ERROR
+    line = capsys.readouterr().err
+    assert line == cli.stderr  # one convention: error [code]: message
+    assert line.startswith("error [conformance-target-")
+    assert line.count("\n") == 1
+
+
 def test_plan_takes_the_model_the_session_records_when_only_the_window_is_given(demo_session):
     named = _run("plan", demo_session, "--window", "20000", "--no-store", "--json")
     assert named.exit_code == 0, named.stderr

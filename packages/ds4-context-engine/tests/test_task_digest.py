@@ -253,3 +253,22 @@ def test_a_compaction_keeps_the_digest_head_and_appends_to_its_lists(session_pat
     for older, newer in itertools.pairwise(texts):
         head = older.split("\nLatest instructions")[0].split("\nFiles read")[0]
         assert newer.startswith(head)  # the request, first instructions and changed files stay in front
+
+
+@pytest.mark.parametrize(
+    ("text", "failed", "status"),
+    [
+        ("Build OK\nExit Status: 3\nlink error in main.o", False, "exit 3"),  # mixed case, not flagged
+        ("EXIT CODE=0\nall good", False, ""),
+        ("[Exit Code 4]", False, "exit 4"),
+        ("no word of how it ended", True, "error"),
+        ("42 files checked", False, ""),
+    ],
+)
+def test_a_results_exit_status_is_read_whatever_its_case(tmp_path, text, failed, status):
+    early = [_shell_call("build-1", "make all"), _shell_result("build-1", text, failed=failed)]
+    path = write_long_session(tmp_path / "exit.jsonl", early=early)
+    with ContextWorkspace.open(path, no_store=True, model=MODEL) as workspace:
+        plan = workspace.plan()
+    digest = _digest_of(plan)[1].blocks[0].text
+    assert ("make all (" + status + ")" in digest) if status else ("make all (" not in digest), digest

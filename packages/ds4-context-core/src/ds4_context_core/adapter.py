@@ -10,6 +10,8 @@ kit entry points are re-exported here for convenience; the kit itself lives in `
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Final
+
 from ._adapter._capabilities import (
     CAPABILITY_DIAGNOSTIC_CODES,
     CAPABILITY_REASON_MAX_CHARS,
@@ -38,7 +40,6 @@ from ._adapter._completion import (
     ProviderContinuation,
     ToolDefinition,
 )
-from ._adapter._conformance._runner import assert_runtime_adapter_conformance, run_runtime_adapter_conformance
 from ._adapter._diagnostics import (
     ADAPTER_DIAGNOSTIC_CODES,
     ADAPTER_DIAGNOSTIC_MESSAGE_MAX_CHARS,
@@ -70,6 +71,9 @@ from ._adapter._types import (
     validate_completion_request,
 )
 from ._exports import adopt_public_names
+
+if TYPE_CHECKING:
+    from .conformance import assert_runtime_adapter_conformance, run_runtime_adapter_conformance
 
 __all__ = [
     "ADAPTER_DIAGNOSTICS_LIMIT",
@@ -125,5 +129,20 @@ __all__ = [
     "run_runtime_adapter_conformance",
     "validate_completion_request",
 ]
+
+# The kit (anyio, its fixture file, temporary directories) is imported when one of its two entry points
+# is first named: an adapter or a host that only needs the contract's types starts without it.
+_KIT: Final = frozenset({"assert_runtime_adapter_conformance", "run_runtime_adapter_conformance"})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _KIT:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import conformance  # noqa: PLC0415 - see above
+
+    value = getattr(conformance, name)
+    globals()[name] = value
+    return value
+
 
 adopt_public_names(__name__, globals())

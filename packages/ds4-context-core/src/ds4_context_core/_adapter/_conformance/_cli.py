@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import msgspec
 
@@ -129,9 +129,32 @@ def _trio_installed() -> bool:
     return True
 
 
+def _error_line(code: str, message: str) -> None:
+    """The one error line of a failed run, in the ``ds4-context`` CLI's own form: ``error [code]: ...``."""
+    print(f"error [{code}]: {message}", file=sys.stderr)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one coded line too (argparse prints its usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        _error_line("conformance-usage", f"{message} (see --help)")
+        raise SystemExit(2)
+
+
+def _timeout(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {_escaped(text)!r}") from None
+    if not seconds > 0 or seconds == float("inf"):  # nan and inf too: a case must be able to run out of time
+        raise argparse.ArgumentTypeError("must be a positive, finite number of seconds")
+    return seconds
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit status 0 when every case passed, 1 when any failed, 2 when the target or backend is unusable."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ds4-context-conformance",
         description="Run the runtime-adapter-v1 conformance kit against a factory.",
         epilog=(
@@ -142,19 +165,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("target", help="the factory as package.module:attribute")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio", help="async backend")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds allowed per case")
+    parser.add_argument("--timeout", type=_timeout, default=30.0, help="seconds allowed per case")
     options = parser.parse_args(argv)
     _put_cwd_on_path()
     try:
         factory = load_conformance_factory(options.target)
     except ConformanceTargetError as error:
-        print(f"error: {error}", file=sys.stderr)
+        _error_line(error.code, str(error.args[0]) if error.args else error.code)
         return 2
     if options.backend == "trio" and not _trio_installed():
-        print(
-            "error: [conformance-backend-unavailable] the trio backend needs trio: pip install trio",
-            file=sys.stderr,
-        )
+        _error_line("conformance-backend-unavailable", "the trio backend needs trio: pip install trio")
         return 2
     report = run_runtime_adapter_conformance_sync(
         factory, backend=options.backend, case_timeout=options.timeout
