@@ -652,3 +652,38 @@ def test_one_state_shared_by_threads_gives_the_same_plans_as_sequential_calls():
     for thread in threads:
         thread.join()
     assert [got[n] for n in range(6)] == expected
+
+
+@pytest.mark.parametrize("turns", [40, 400])  # 400: a cold plan of a long history skips the far part
+def test_a_compaction_report_counts_a_pin_once_and_never_as_dropped(turns):
+    def history(pin):
+        messages = [user("u0", "the task: " + "spec " * 200), say("a0", "noted " * 200, pinned=pin)]
+        for n in range(1, turns):
+            messages += [user(f"u{n}", f"step {n} " + "detail " * 150), say(f"a{n}", "done " * 150)]
+        return messages
+
+    plain = plan_context(history(None), model=model(8_000, 1_000))
+    pinned = plan_context(history(True), model=model(8_000, 1_000))
+    assert plain.manifest.compaction is not None
+    assert pinned.manifest.compaction is not None
+    report, manifest = pinned.manifest.compaction, pinned.manifest
+    assert any(item.kind == "pin" and item.message_id == f"{SESSION}:a0" for item in pinned.items)
+    # the same history: what the window held before the compaction is the same, the pin counted once
+    assert report.tokens_before == plain.manifest.compaction.tokens_before
+    assert report.tokens_before >= manifest.native_tokens  # all the history, supplements before the cut
+    # the pin stays (it is no dropped message): the report agrees with the "left out" the manifest lists
+    assert report.dropped_messages == sum(exclusion.count for exclusion in manifest.exclusions)
+    assert plain.manifest.compaction.dropped_messages == sum(e.count for e in plain.manifest.exclusions)
+
+
+@pytest.mark.parametrize("window", [0, 500])  # no room at all; a window the fixed tokens fill
+def test_a_blocked_plan_still_measures_the_history_it_refused(window):
+    history = [user("u0", "the task " * 50), say("a0", "noted " * 50), user("u1", "go on " * 50)]
+    native = plan_context(history, model=model(100_000, 1_000)).manifest.native_tokens
+    blocked = plan_context(history, model=model(window, 100), fixed_tokens=600)
+    assert blocked.fallback is not None
+    assert blocked.fallback.mode == "blocked"
+    assert blocked.messages == ()
+    fixed = blocked.budget.fixed_tokens
+    assert blocked.manifest.native_tokens == native + fixed  # the same history, plus its fixed part
+    assert (blocked.manifest.planned_tokens, blocked.manifest.saved_tokens) == (fixed, 0)

@@ -250,6 +250,23 @@ def test_demo_tables_and_keep_directory(tmp_path):
     assert "error [demo-directory-exists]" in again.stderr
 
 
+def test_demo_json_lists_the_commands_that_show_its_plan_and_restore_again(tmp_path):
+    body = json.loads(_run("demo", "--keep", tmp_path / "kept", "--json").stdout)
+    assert body["kept"] is True
+    plan_line, restore_line = body["next_commands"]
+    text = _run("demo", "--keep", tmp_path / "again").stdout
+    assert plan_line.replace(str(tmp_path / "kept"), str(tmp_path / "again")) in text  # as the text demo
+    # run as printed: the same plan, and the same originals restored
+    planned = _run(*shlex.split(plan_line)[1:], "--json")
+    assert planned.exit_code == 0, planned.stderr
+    assert json.loads(planned.stdout)["manifest"] == body["manifest"]
+    restored = _run(*shlex.split(restore_line)[1:], "--json")
+    assert restored.exit_code == 0, restored.stderr
+    assert json.loads(restored.stdout)["messages"] == body["restored"]["messages"]
+    # without --keep the files are gone: no command to offer
+    assert json.loads(_run("demo", "--json").stdout)["next_commands"] == []
+
+
 def test_compact_is_dry_run_only(demo_session):
     model = ["--model", "openai:gpt-4.1-mini", "--window", "26000", "--no-store"]
     before = demo_session.read_bytes()
@@ -609,11 +626,14 @@ def test_a_number_in_a_narrow_table_is_never_cut(tmp_path):
         assert f"{line['summary_chars']:,}" in shown
 
 
-def test_a_blocked_plan_does_not_print_an_unmeasured_history_as_zero_tokens(demo_session):
+def test_a_blocked_plan_prints_the_history_it_refused_not_zero_tokens(demo_session):
     body = json.loads(_run("plan", demo_session, "--window", "100", "--no-store", "--json").stdout)
-    assert body["manifest"]["fallback"]["mode"] == "blocked"
-    assert body["manifest"]["native_tokens"] == 0  # the planner stopped before measuring
+    manifest = body["manifest"]
+    assert manifest["fallback"]["mode"] == "blocked"
+    assert body["items"] == []
+    # the same history as a plan that fits: core measures what it refused
+    fits = json.loads(_run("plan", demo_session, "--window", "200000", "--no-store", "--json").stdout)
+    assert manifest["native_tokens"] == fits["manifest"]["native_tokens"] > 0
     table = runner.invoke(app, ["plan", str(demo_session), "--window", "100", "--no-store"]).stdout
     history = next(line for line in table.splitlines() if "│ history" in line)
-    assert f"{body['manifest']['history_messages']} messages, not measured (blocked)" in history
-    assert "0 tokens" not in history
+    assert f"{manifest['history_messages']} messages, {manifest['native_tokens']:,} tokens" in history

@@ -573,6 +573,7 @@ def _demo(window: int | None, keep: Path | None, as_json: bool) -> None:
                     items=plan.items,
                     restored=restored,
                     conformance=report,
+                    next_commands=tuple(_demo_next_commands(workspace, plan, root)) if keep else (),
                 )
                 if not as_json:
                     progress.stop()
@@ -714,7 +715,7 @@ def _print_demo(
         return
     console.print(f"\nDemo files kept in {root}. The same plan, and the restore, from the shell:")
     for line in _demo_next_commands(workspace, plan, root):
-        console.print(escape(line), soft_wrap=True, highlight=False)
+        console.print(escape("  " + line), soft_wrap=True, highlight=False)
 
 
 def _demo_next_commands(workspace: "ContextWorkspace", plan: Any, root: Path) -> list[str]:
@@ -726,10 +727,10 @@ def _demo_next_commands(workspace: "ContextWorkspace", plan: Any, root: Path) ->
         options += f" --max-tokens {model.max_tokens}"
     options += f" --store {shlex.quote(str(root / 'state' / 'derived.sqlite3'))}"
     session = shlex.quote(str(workspace.session_path))
-    lines = [f"  ds4-context plan {session} {options}"]
+    lines = [f"ds4-context plan {session} {options}"]
     target = _restore_target(plan)
     if target is not None:
-        lines.append(f"  ds4-context restore {session} {short_id(target)} {options}")
+        lines.append(f"ds4-context restore {session} {short_id(target)} {options}")
     return lines
 
 

@@ -339,15 +339,8 @@ def print_plan(console: Console, workspace: ContextWorkspace, plan: Any) -> None
     model = workspace.model
     summary.add_row("model", f"{model.provider}:{model.id}" if model else "-")
     summary.add_row("window / hard limit", f"{budget.context_window:,} / {budget.hard_limit:,} tokens")
-    # a blocked plan stops before it measures the history: its 0 tokens would read as an empty session
-    unmeasured = (
-        manifest.fallback is not None
-        and manifest.fallback.mode == "blocked"
-        and manifest.native_tokens == 0
-        and manifest.history_messages > 0
-    )
-    history_tokens = "not measured (blocked)" if unmeasured else f"{manifest.native_tokens:,} tokens"
-    if budget.fixed_tokens and not unmeasured:
+    history_tokens = f"{manifest.native_tokens:,} tokens"
+    if budget.fixed_tokens:
         # the messages alone are what `status` and `tokens` estimate: show both parts of the sum
         messages_only = manifest.native_tokens - budget.fixed_tokens
         history_tokens += f" ({messages_only:,} + {budget.fixed_tokens:,} fixed)"
@@ -359,7 +352,7 @@ def print_plan(console: Console, workspace: ContextWorkspace, plan: Any) -> None
     summary.add_row(
         "planned", f"{manifest.included_messages} messages{extra}, {manifest.planned_tokens:,} tokens"
     )
-    summary.add_row("saved", "-" if unmeasured else f"{manifest.saved_tokens:,} tokens")
+    summary.add_row("saved", f"{manifest.saved_tokens:,} tokens")
     if budget.fixed_tokens:
         # history and planned both count the request's fixed part: say how much, so the rows add up
         source = _FIXED_SOURCES.get(getattr(workspace, "fixed_tokens_source", ""), "")

@@ -56,7 +56,11 @@ class IndexOutput(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class DemoOutput(msgspec.Struct, frozen=True, kw_only=True):
-    """``demo --json``: where the files were, the plan, what was restored and the conformance report."""
+    """``demo --json``: where the files were, the plan, what was restored and the conformance report.
+
+    ``next_commands`` are the shell commands that show the same plan and restore again (as the text demo
+    prints them), each a string ready for a POSIX shell; empty without ``--keep``, as the files are gone.
+    """
 
     directory: str
     kept: bool
@@ -65,6 +69,7 @@ class DemoOutput(msgspec.Struct, frozen=True, kw_only=True):
     items: tuple[PlanItem, ...]
     restored: RestoreResult | None
     conformance: ConformanceReport
+    next_commands: tuple[str, ...]
 
 
 class RunOutput(msgspec.Struct, frozen=True, kw_only=True):

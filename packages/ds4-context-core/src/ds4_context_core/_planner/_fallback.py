@@ -228,6 +228,16 @@ def _repaired(
     return structure_problem(out, destination) is None
 
 
+def _history_estimate(index: HistoryIndex | None) -> int:
+    """The estimated tokens of the whole indexed history; 0 without an index or when an estimate fails."""
+    if index is None or index.duplicate_id is not None:
+        return 0
+    try:
+        return index.prefix(len(index.source))
+    except Exception:  # an estimate that fails: as when indexing failed, there is no size to report
+        return 0
+
+
 def _unsendable(failure: FallbackError, destination: str | None) -> FallbackError:
     detail = f"the {destination} format cannot carry the native context ({failure.detail})"
     return FallbackError(failure.code, detail, FALLBACK_MODE_BLOCKED)
@@ -307,6 +317,9 @@ def fallback_plan(
         out, items = [], []
     history_tokens = sum(item.tokens for item in items)
     fixed = fixed_tokens if type(fixed_tokens) is int and fixed_tokens >= 0 else 0
+    # A blocked plan sends nothing, but the history it refused still has its size: 0 would read as an
+    # empty session (and a "saved" of nothing) to whoever compares plans.
+    native_history = history_tokens if out else _history_estimate(index)
     empty = msgspec.structs.replace(
         empty_budget(model, fixed_tokens), history_tokens=history_tokens, total_tokens=fixed + history_tokens
     )
@@ -314,9 +327,9 @@ def fallback_plan(
         contract_version=PLAN_CONTRACT_VERSION,
         history_messages=len(messages),
         included_messages=len(out),
-        native_tokens=fixed + history_tokens,
+        native_tokens=fixed + native_history,
         planned_tokens=fixed + history_tokens,
-        saved_tokens=0,
+        saved_tokens=0,  # nothing sent is nothing saved: a blocked plan is no compaction
         shared_prefix_messages=0,
         shared_prefix_tokens=0,
         diagnostics=tuple(diagnostics[:MAX_DIAGNOSTICS]),

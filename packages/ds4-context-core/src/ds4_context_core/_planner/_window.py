@@ -251,10 +251,13 @@ def compact(
     index = inputs.index
     pruning = inputs.pruning
     cut = decisions.cut
+    # A mandatory unit (a pin) the skip passed is in the window already, in front: the skipped span's
+    # sum counts it once more, and it is never dropped. (Few: the loop is over the pins, not the span.)
+    passed = [root for root in mandatory if cut - jumped <= root < cut] if jumped else []
+    before = window.usage - sum(index.token(member) for root in passed for member in index.unit_members(root))
     if cut - jumped >= index.known_from:
-        before = window.usage + index.cumulative[cut] - index.cumulative[cut - jumped]
+        before += index.cumulative[cut] - index.cumulative[cut - jumped]
     else:  # the skipped history was never estimated: the manifest adds it when it is read
-        before = window.usage
         decisions.skipped_span = (cut - jumped, cut)
     goal = compaction_goal(inputs)
     decisions.compactions += 1
@@ -297,7 +300,8 @@ def compact(
             )
         window.usage -= saved
     members_of = index.unit_members
-    dropped = jumped + sum(len(members_of(units[i])) for i in range(start) if units[i] not in mandatory)
+    dropped = jumped - sum(len(members_of(root)) for root in passed)
+    dropped += sum(len(members_of(units[i])) for i in range(start) if units[i] not in mandatory)
     position, advanced = _advance_cut(
         inputs,
         decisions,

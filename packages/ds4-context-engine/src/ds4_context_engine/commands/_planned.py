@@ -188,12 +188,10 @@ def context_compact_preview(workspace: ContextWorkspace) -> CompactPreviewResult
     * ``tokens_before`` is plan's history tokens, ``tokens_after`` its planned tokens (supplements
       included, ``supplement_tokens`` of them) and ``saved_tokens`` the difference; both include
       ``fixed_tokens`` (the system prompt and tools, plan's "fixed overhead"). The compaction
-      report's own window usage is not shown: it counts the supplements before the cut and, once more,
-      a pinned message both where it stands and in front of the window.
+      report's own window usage is not shown: it counts the supplements placed before the cut.
     * ``history_messages = kept_messages + receipted_messages + dropped_messages``: kept are the history
       messages in the plan (verbatim, pinned or trimmed), receipted the originals receipts replaced and
-      dropped the messages plan's "left out" table lists (a pin is never dropped; the report counts its
-      old place).
+      dropped the messages plan's "left out" table lists (a pin is never dropped).
     * ``trimmed_messages = trimmed_in_plan + trimmed_in_receipts``: the trimmed results still in the plan
       and the trimmed ones a layer-2 receipt then replaced.
     """
