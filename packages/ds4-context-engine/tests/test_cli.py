@@ -637,3 +637,51 @@ def test_a_blocked_plan_prints_the_history_it_refused_not_zero_tokens(demo_sessi
     table = runner.invoke(app, ["plan", str(demo_session), "--window", "100", "--no-store"]).stdout
     history = next(line for line in table.splitlines() if "│ history" in line)
     assert f"{manifest['history_messages']} messages, {manifest['native_tokens']:,} tokens" in history
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["plan", "{session}", "--window", "abc"], "Invalid value for '--window'"),
+        (["demo", "--window", "10"], "greater than or equal to 2048"),
+        (["explain", "{session}", "--window", "40000"], "Missing argument 'message_id'"),
+        (["plan", "{session}", "--windw", "40000"], "No such option: --windw"),
+        (["nosuch"], "No such command 'nosuch'"),
+    ],
+)
+def test_a_command_line_that_cannot_work_is_one_coded_line_like_every_error(demo_session, arguments, said):
+    result = _run(*(str(demo_session) if part == "{session}" else part for part in arguments))
+    assert result.exit_code == EXIT_USAGE
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error [usage-invalid]: ")
+    assert said in lines[0]
+    assert lines[0].endswith("--help)")
+
+
+def test_explain_and_restore_agree_on_every_message_of_a_cut_plan(coding):
+    """A message the task digest was written from is not in the plan: explain said "in plan, summary"
+    while restore said "not-in-plan" for the id the plan's left-out table prints."""
+    options = ["--window", "3000", "--no-store", "--json"]
+    plan = json.loads(_run("plan", coding, *options).stdout)
+    in_plan = {item["message_id"] for item in plan["items"] if item["original_index"] is not None}
+    assert any(item["kind"] == "summary" and item["source_ids"] for item in plan["items"])
+    checked = 0
+    for line in coding.read_text(encoding="utf-8").splitlines()[1:]:
+        entry = json.loads(line)
+        if entry.get("type") != "message":
+            continue
+        explaining = _run("explain", coding, entry["id"], *options)
+        restoring = _run("restore", coding, entry["id"], *options)
+        if explaining.exit_code != 0:  # a message of another branch: both refuse it, with their codes
+            assert "error [message-unknown]" in explaining.stderr
+            assert restoring.exit_code == EXIT_ERROR
+            assert "error [restore-unknown-id]" in restoring.stderr
+            continue
+        explained, restored = json.loads(explaining.stdout), json.loads(restoring.stdout)
+        full_id = explained["message_id"]
+        assert explained["in_plan"] is (full_id in in_plan), explained
+        assert (restored["kind"] == "not-in-plan") is (not explained["in_plan"]), (explained, restored)
+        checked += 1
+    assert checked >= 8

@@ -98,3 +98,34 @@ def test_a_plan_without_receipts_keeps_an_empty_list(session):
 def test_conformance_and_demo_outputs_validate():
     _validate(_json("conformance", "--json"))
     _validate(_json("demo", "--json"))
+
+
+TABLE_COMMANDS = (*READ_COMMANDS, "plan")
+
+
+@pytest.mark.parametrize("command", TABLE_COMMANDS)
+def test_every_table_is_readable_at_80_columns(session, tmp_path, command):
+    """Nothing cut at 80 columns: no line wider, no cell ending in '…', and every item id (the part
+    that differs between rows) on one line of the table, as restore and explain take it."""
+    options = [str(session), "--store", str(tmp_path / "d.sqlite3"), "--window", "20000"]
+    body = _json(command, *options, "--json")
+    shown = runner.invoke(app, [command, *options], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines
+    assert max(len(line) for line in lines) <= 80
+    assert not [line for line in lines if "…" in line]
+    prefix = f"{_session_id(session)}:"
+    if command == "plan":  # its tables count items by kind; they name receipts and the left-out ranges
+        named = [record["receipt_id"] for record in body["manifest"]["receipts"]]
+        for exclusion in body["manifest"]["exclusions"]:
+            named += [exclusion["first_message_id"], exclusion["last_message_id"]]
+    else:
+        named = [item["message_id"] for item in body.get("items", [])]
+    for message_id in named:
+        if message_id.startswith((prefix, "ds4-receipt:")):
+            assert message_id.rpartition(":")[2] in shown.stdout, message_id
+
+
+def _session_id(session):
+    return json.loads(session.read_text(encoding="utf-8").splitlines()[0])["id"]

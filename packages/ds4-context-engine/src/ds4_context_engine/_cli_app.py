@@ -79,8 +79,14 @@ def _outcomes() -> Iterator[None]:
     try:
         yield
     except _UsageError as error:
-        error.exit_code = EXIT_USAGE  # type: ignore[attr-defined] # click says 2; ds4-context keeps 2 for coded errors
-        raise
+        if type(error).__name__ == "NoArgsIsHelpError":  # a bare `ds4-context`: click prints the help
+            error.exit_code = EXIT_USAGE  # type: ignore[attr-defined] # click says 2; 2 is for coded errors
+            raise
+        # one line like every other error (click draws a box with the usage above it)
+        context = getattr(error, "ctx", None)
+        command = context.command_path if context is not None else "ds4-context"
+        message = " ".join(error.format_message().split())  # type: ignore[attr-defined]
+        raise usage("usage-invalid", f"{message} (see {command} --help)") from None
     except _CLICK_OUTCOMES:
         raise
     except BrokenPipeError:
@@ -403,12 +409,13 @@ def index_command(
         _echo_json("index", IndexOutput(reports=tuple(reports)))
         return
     table = Table(title="index", title_justify="left")
-    for column in ("session", "mode", "entries indexed", "offset", "artifacts", "issues"):
-        table.add_column(column)
+    table.add_column("session", overflow="fold")  # a session id is never cut
+    for column in ("mode", "entries indexed", "offset", "artifacts", "issues"):
+        table.add_column(column, overflow="fold")
     for report in reports:
         table.add_row(
-            escape(report.session_id), report.mode, str(report.entries_indexed), str(report.indexed_offset),
-            str(report.artifacts_stored), str(report.issues),
+            escape(report.session_id), report.mode, f"{report.entries_indexed:,}",
+            f"{report.indexed_offset:,}", f"{report.artifacts_stored:,}", f"{report.issues:,}",
         )  # fmt: skip
     _console().print(table)
 

@@ -127,7 +127,13 @@ def context_explain(workspace: ContextWorkspace, reference: str) -> ExplainResul
     """Why one message is in the plan, replaced by a receipt, trimmed, or left out."""
     plan = workspace.plan()
     message_id = _message_id(workspace, reference)
+    summarized_by: str | None = None
     for item in plan.items:
+        if item.original_index is None and message_id in item.source_ids:
+            # a supplement (the task digest, a summary) written from the message: the message itself is
+            # not sent, as restore says too; it is explained below with what left it out
+            summarized_by = summarized_by or item.message_id
+            continue
         if item.message_id == message_id or message_id in item.source_ids:
             receipt = item.message_id if item.kind == "receipt" else None
             return ExplainResult(
@@ -162,7 +168,7 @@ def context_explain(workspace: ContextWorkspace, reference: str) -> ExplainResul
                 message_id=message_id,
                 in_plan=False,
                 kind=None,
-                reason=exclusion.reason,
+                reason=exclusion.reason + (f" (summarized in {summarized_by})" if summarized_by else ""),
                 tokens=None,
                 group_id=None,
                 receipt_id=None,
@@ -171,7 +177,7 @@ def context_explain(workspace: ContextWorkspace, reference: str) -> ExplainResul
         message_id=message_id,
         in_plan=False,
         kind=None,
-        reason="not selected",
+        reason="not selected" + (f" (summarized in {summarized_by})" if summarized_by else ""),
         tokens=None,
         group_id=None,
         receipt_id=None,

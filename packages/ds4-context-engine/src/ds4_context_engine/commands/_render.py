@@ -7,6 +7,7 @@ a record with a ``text_line`` property is that line.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -93,6 +94,20 @@ def render_text(result: msgspec.Struct) -> str:
     return "\n".join(lines)
 
 
+def _distinct_parts(ids: list[str]) -> list[str]:
+    """The ids of one column without the ``prefix:`` most of them share (the session id, mostly).
+
+    At 80 columns a full ``session:entry`` id is folded over lines where the entry part, the one that
+    tells rows apart, should be; the entry part is also what ``restore`` and ``explain`` accept. An id
+    with another prefix (a supplement's) is shown whole.
+    """
+    prefixes = Counter(text.rpartition(":")[0] for text in ids)
+    shared, count = prefixes.most_common(1)[0] if prefixes else ("", 0)
+    if not shared or count < 2:
+        return ids
+    return [text.rpartition(":")[2] if text.rpartition(":")[0] == shared else text for text in ids]
+
+
 def render_rich(result: msgspec.Struct) -> RenderableType:
     """Rich tables for the CLI: one key/value table, then one table per list of records."""
     # rich is imported here, not at the top: ``--json`` and a host's text view never load it
@@ -102,8 +117,8 @@ def render_rich(result: msgspec.Struct) -> RenderableType:
 
     command = getattr(result, "command", type(result).__name__)
     summary = Table(title=f"/context {command}", show_header=False, title_justify="left")
-    summary.add_column("field", style="bold")
-    summary.add_column("value")
+    summary.add_column("field", style="bold", overflow="fold")
+    summary.add_column("value", overflow="fold")
     tables: list[RenderableType] = [summary]
     for name, value in _fields(result):
         if name == "command":
@@ -112,18 +127,21 @@ def render_rich(result: msgspec.Struct) -> RenderableType:
         if _is_record_tuple(value):
             columns = [field for field, _ in _fields(value[0])]
             table = Table(title=label, title_justify="left")
+            shown: list[list[str]] = []
             for column in columns:
-                # ids fold onto a second line rather than lose the characters that tell them apart
-                fold = column.endswith(("_id", "_ids"))
                 cells = [getattr(record, column) for record in value]
+                texts = [_scalar(cell) for cell in cells]
+                if column.endswith("_id"):
+                    texts = _distinct_parts(texts)
+                shown.append(texts)
                 if all(isinstance(cell, int) and not isinstance(cell, bool) for cell in cells):
                     # a number is never cut ("184,…" tells nothing): its column keeps its width
-                    width = max(len(_scalar(cell)) for cell in cells)
-                    table.add_column(column.replace("_", " "), min_width=width)
+                    table.add_column(column.replace("_", " "), min_width=max(map(len, texts)))
                     continue
-                table.add_column(column.replace("_", " "), overflow="fold" if fold else "ellipsis")
-            for record in value:
-                table.add_row(*(escape(_scalar(item)) for _, item in _fields(record)))
+                # nothing is cut at any width: a long id or name folds onto a second line, whole
+                table.add_column(column.replace("_", " "), overflow="fold")
+            for row in zip(*shown, strict=True):
+                table.add_row(*(escape(text) for text in row))
             tables.append(table)
         elif isinstance(value, dict | msgspec.Struct):
             flat: list[tuple[str, str]] = []
