@@ -13,6 +13,9 @@ Measured (issue 23; 2 cores under a load of 8-13, median CPU time of 21-31 runs,
 wall 120-136 ms in the quieter runs), against 30-35 ms for the plain read and 10-12 ms for an empty
 interpreter. Wall times on that machine were 2-4x the CPU times (waiting for a core).
 
+Measured again (issue 23, a slower machine under a load of 9-10: empty interpreter 23 ms, plain read 74 ms
+of CPU; 15 runs, ``--before`` c648fcc): ``version`` 47 -> 47 ms; ``plan --json`` 467 -> 394 ms (0.84x).
+
 ``--before SRC[:SRC...]`` also times the same commands, interleaved with the current ones, with those
 source directories first on ``PYTHONPATH``, so a change is measured before and after in one run on the
 same machine load. For the ``src`` directories of core and the engine at an earlier commit::
