@@ -14,7 +14,13 @@ import anyio
 import msgspec
 import pytest
 
-from ds4_context_core import AdapterClosedError, ConformanceError, MessageFlags, sha256_hex
+from ds4_context_core import (
+    AdapterArgumentError,
+    AdapterClosedError,
+    ConformanceError,
+    MessageFlags,
+    sha256_hex,
+)
 from ds4_context_core.adapter import (
     AdapterDiagnostic,
     AdapterIdentity,
@@ -833,6 +839,24 @@ def test_a_command_line_the_kit_cannot_run_is_one_coded_line_and_nothing_runs(
     line = _one_error_line(_run_kit(tmp_path, *args), "conformance-usage")
     assert said in line
     assert line.endswith("(see --help)")
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), "30", True, None])
+def test_a_case_timeout_that_cannot_time_a_case_is_refused_before_any_case_runs(timeout: object) -> None:
+    # 0 or less let every case pass with no deadline, nan or a string failed every case as the adapter's
+    created: list[object] = []
+
+    def create(fixture: Any, transport: Any) -> Any:
+        created.append(fixture)
+        raise RuntimeError("never reached")
+
+    with pytest.raises(AdapterArgumentError) as raised:
+        run_runtime_adapter_conformance_sync(
+            SimpleConformanceFactory(name="t", create=create),
+            case_timeout=timeout,  # type: ignore[arg-type]
+        )
+    assert raised.value.code == "conformance-timeout-invalid"
+    assert created == []
 
 
 # --- the pytest helper and import hygiene -------------------------------------------------------------

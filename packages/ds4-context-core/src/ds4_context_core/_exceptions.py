@@ -182,6 +182,7 @@ class SummaryInputError(Ds4ContextError, TypeError):
 class AdapterArgumentError(Ds4ContextError, ValueError):
     """An adapter helper was given an argument outside the contract.
 
-    Codes: ``diagnostics-limit-invalid`` (a ``DiagnosticsBuffer`` limit below 1) and
-    ``completion-fallback-code-unknown`` (a code outside ``COMPLETION_FALLBACK_CODES``).
+    Codes: ``diagnostics-limit-invalid`` (a ``DiagnosticsBuffer`` limit below 1),
+    ``completion-fallback-code-unknown`` (a code outside ``COMPLETION_FALLBACK_CODES``) and
+    ``conformance-timeout-invalid`` (a kit ``case_timeout`` that is not a positive, finite number).
     """

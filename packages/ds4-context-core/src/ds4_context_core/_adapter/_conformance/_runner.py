@@ -35,7 +35,7 @@ from ds4_context_core._adapter._types import (
     CompletionRequest,
     RuntimeAdapter,
 )
-from ds4_context_core._exceptions import AdapterClosedError, ConformanceError
+from ds4_context_core._exceptions import AdapterArgumentError, AdapterClosedError, ConformanceError
 from ds4_context_core._history._model import CanonicalMessage, RuntimeHistorySnapshot
 from ds4_context_core._history._validation import validate_runtime_history_snapshot
 
@@ -589,10 +589,23 @@ def _unsupported_parts(factory: Any) -> frozenset[str]:
     return frozenset(names & set(CONFORMANCE_HISTORY_PARTS))
 
 
+def _check_timeout(seconds: object) -> None:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds < float("inf"):
+        raise AdapterArgumentError(
+            "conformance-timeout-invalid", "case_timeout must be a positive, finite number of seconds"
+        )
+
+
 async def run_runtime_adapter_conformance(
     factory: ConformanceFactory, *, case_timeout: float = _DEFAULT_CASE_TIMEOUT_SECONDS
 ) -> ConformanceReport:
-    """Run the seven checks against fresh adapters from ``factory``; never raises for adapter faults."""
+    """Run the seven checks against fresh adapters from ``factory``; never raises for adapter faults.
+
+    A ``case_timeout`` that is not a positive, finite number of seconds raises
+    :class:`AdapterArgumentError` (``conformance-timeout-invalid``) before any case runs: 0 or less let
+    every case pass without a deadline, and ``nan`` or a string failed every case as the adapter's fault.
+    """
+    _check_timeout(case_timeout)
     skipped = _unsupported_parts(factory)
     fixture = load_conformance_fixture().without(skipped)
     cases = [await _run_case(case, check, factory, fixture, case_timeout) for case, check in _CHECKS]
@@ -614,6 +627,7 @@ def run_runtime_adapter_conformance_sync(
     case_timeout: float = _DEFAULT_CASE_TIMEOUT_SECONDS,
 ) -> ConformanceReport:
     """:func:`run_runtime_adapter_conformance` from synchronous code, on a new event loop."""
+    _check_timeout(case_timeout)  # before the loop starts: the error is raised as it is
     return anyio.run(
         partial(run_runtime_adapter_conformance, factory, case_timeout=case_timeout), backend=backend
     )
