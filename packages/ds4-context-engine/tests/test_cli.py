@@ -407,14 +407,19 @@ def test_plan_prints_a_fallback_and_exits_with_its_own_status(demo_session):
     assert json.loads(fits.output)["manifest"]["fallback"] is None
 
 
-def test_conformance_under_trio_without_trio_is_one_line_and_status_2(monkeypatch):
+def test_conformance_under_trio_without_trio_is_one_line_and_status_2(monkeypatch, capsys):
+    from ds4_context_core.conformance import main as kit  # noqa: PLC0415
+
     monkeypatch.setitem(sys.modules, "trio", None)  # makes `import trio` fail as if it were not installed
     result = _run("conformance", "--backend", "trio")
     assert result.exit_code == EXIT_ERROR
     assert result.stderr.splitlines() == [
-        "error [backend-unavailable]: --backend trio needs the trio package (pip install trio)"
+        "error [conformance-backend-unavailable]: the trio backend needs trio: pip install trio"
     ]
     assert "Traceback" not in result.output
+    # the kit's own command line says the very same line
+    assert kit(["ds4_context_engine.pi:pi_session_conformance_factory", "--backend", "trio"]) == EXIT_ERROR
+    assert capsys.readouterr().err == result.stderr
 
 
 def test_a_failing_conformance_run_exits_1(tmp_path, monkeypatch):

@@ -455,7 +455,8 @@ def _run_conformance(target: str | None, backend: str) -> Any:
     if backend not in ("asyncio", "trio"):
         raise _usage("backend-unknown", "--backend must be asyncio or trio")
     if backend == "trio" and not _trio_installed():
-        raise _fail("backend-unavailable", "--backend trio needs the trio package (pip install trio)")
+        # the kit's own code for it: `ds4-context conformance` and `ds4-context-conformance` say the same
+        raise _fail("conformance-backend-unavailable", "the trio backend needs trio: pip install trio")
     if target is not None:
         _put_cwd_on_path()
     factory = (
