@@ -5,7 +5,10 @@ Run: uv run --no-config --no-sync python benchmarks/bench_reader_memory.py [--mi
 Readers: ``core`` (``decode_canonical_messages_jsonl`` of the file's bytes), ``reference``
 (``read_reference_history``: read, hash, decode, group, validate), ``pi`` (``read_pi_session``) and
 ``view`` (``PiSessionView``: the session, the branch's model context and its ``runtime-history-v1``
-snapshot with the revision). Each is measured twice in a fresh process, as a multiple of the file size:
+snapshot with the revision) and ``view-3x`` (the same with
+``min_line_bytes=PI_VIEW_3X_MIN_LINE_BYTES``, the line limit that keeps a view within 3x its file). A
+refused file is reported as such, with the reader's code.
+Each is measured twice in a fresh process, as a multiple of the file size:
 
 - ``traced``: the tracemalloc peak from before the file is read to the end (exact; the file's own bytes
   count, they are part of what the reader holds);
@@ -18,7 +21,8 @@ fresh process: its CPU time is the yardstick (``ratio`` = reader CPU / peer CPU;
 Shapes (canonical messages for core and reference, Pi entries for pi and view):
 ``tiny`` (the smallest messages a history can hold: a few characters of text), ``small`` (~200-byte
 messages, a mix of text, tool calls and results), ``calls`` (tool-call turns, ~600 bytes a message),
-``medium`` (~1 KiB text messages).
+``edge`` (text messages of 640-byte lines, the shortest average ``view-3x`` accepts past its first 10,000
+lines), ``medium`` (~1 KiB text messages).
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-_SHAPES = ("tiny", "small", "calls", "medium")
-_READERS = ("core", "reference", "pi", "view")
+_SHAPES = ("tiny", "small", "calls", "edge", "medium")
+_READERS = ("core", "reference", "pi", "view", "view-3x")
 _SESSION = "bench"
 _RUNTIME = "jsonl-reference"
+# text of the ``edge`` shape: a Pi line of PI_VIEW_3X_MIN_LINE_BYTES (640) with its ids and timestamp
+_EDGE_TEXT = 486
 
 _CHILD = r"""
 import json, resource, sys, time, tracemalloc
@@ -55,10 +61,11 @@ elif reader == "pi":
     from ds4_context_engine.pi import read_pi_session
     def run():
         return len(read_pi_session(path).entries)
-elif reader == "view":
-    from ds4_context_engine.pi import PiSessionView
+elif reader in ("view", "view-3x"):
+    from ds4_context_engine.pi import PiSessionView, PI_VIEW_3X_MIN_LINE_BYTES
     def run():
-        view = PiSessionView(path)
+        limits = {"min_line_bytes": PI_VIEW_3X_MIN_LINE_BYTES} if reader == "view-3x" else {}
+        view = PiSessionView(path, **limits)
         context = view.context()
         return len(view.snapshot(context, runtime_id="pi", project_root=project).messages)
 else:
@@ -66,14 +73,27 @@ else:
     def run():
         return len([loads(line) for line in Path(path).read_bytes().splitlines() if line.strip()])
 
+def refused(error):
+    code = getattr(error, "code", None)
+    if code is None:
+        raise error
+    print("refused", code, 0)
+    sys.exit(0)
+
 if kind == "traced":
     tracemalloc.start()
-    count = run()
+    try:
+        count = run()
+    except Exception as error:
+        refused(error)
     print(count, tracemalloc.get_traced_memory()[1], 0)
 else:
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.process_time()
-    count = run()
+    try:
+        count = run()
+    except Exception as error:
+        refused(error)
     seconds = time.process_time() - start
     grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - baseline) * 1024
     print(count, grown, f"{seconds:.4f}")
@@ -96,6 +116,8 @@ def _canonical(shape: str, number: int) -> dict[str, object]:
         return record | {"role": "user", "blocks": [{"type": "text", "text": "ok"}]}
     if shape == "medium":
         return record | {"role": "user", "blocks": [{"type": "text", "text": "word " * 180}]}
+    if shape == "edge":
+        return record | {"role": "user", "blocks": [{"type": "text", "text": "w" * _EDGE_TEXT}]}
     step = number % 4
     call = f"call-{number - step + 1}"
     if step == 0:
@@ -126,6 +148,8 @@ def _pi(shape: str, number: int) -> dict[str, object]:
         return entry | {"message": {"role": "user", "content": "ok", "timestamp": number}}
     if shape == "medium":
         return entry | {"message": {"role": "user", "content": "word " * 190, "timestamp": number}}
+    if shape == "edge":
+        return entry | {"message": {"role": "user", "content": "w" * _EDGE_TEXT, "timestamp": number}}
     step = number % 4
     call = f"call-{number - step + 1}"
     if step == 0:
@@ -165,12 +189,12 @@ def write_file(path: Path, reader: str, shape: str, mib: float, project: Path) -
                 "projectRoot": os.path.realpath(project),
             }
             handle.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
-        elif reader in ("pi", "view"):
+        elif reader in ("pi", "view", "view-3x"):
             header = {"type": "session", "version": 3, "id": _SESSION, "timestamp": "", "cwd": str(project)}
             handle.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
         written = number = 0
         while written < limit:
-            if reader in ("pi", "view"):
+            if reader in ("pi", "view", "view-3x"):
                 record: object = _pi(shape, number)
             elif reader == "reference":
                 record = {"type": "message", "message": _canonical(shape, number)}
@@ -183,7 +207,7 @@ def write_file(path: Path, reader: str, shape: str, mib: float, project: Path) -
     return number
 
 
-def _child(reader: str, path: Path, kind: str, project: Path) -> tuple[int, int, float]:
+def _child(reader: str, path: Path, kind: str, project: Path) -> tuple[int | str, int, float]:
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, reader, str(path), kind, str(project)],
         capture_output=True,
@@ -191,21 +215,26 @@ def _child(reader: str, path: Path, kind: str, project: Path) -> tuple[int, int,
         check=True,
     )
     count, memory, seconds = done.stdout.split()
+    if count == "refused":  # the reader's refusal code in place of the memory
+        return memory, 0, 0.0
     return int(count), int(memory), float(seconds)
 
 
-def measure(reader: str, path: Path, project: Path, repeat: int) -> dict[str, float]:
-    """Traced and rss peaks (x the file size), bytes per message beyond the file, CPU against the peer."""
+def measure(reader: str, path: Path, project: Path, repeat: int) -> dict[str, float] | str:
+    """Traced and rss peaks (x the file size), bytes per message beyond the file, CPU against the peer;
+    or the reader's refusal code."""
     size = path.stat().st_size
     count, traced, _ = _child(reader, path, "traced", project)
+    if isinstance(count, str):
+        return count
     runs = [
         (_child(reader, path, "rss", project), _child("peer", path, "rss", project)) for _ in range(repeat)
     ]
-    rss = min(run[0][1] for run in runs)
+    rss = min(int(run[0][1]) for run in runs)
     seconds = min(run[0][2] for run in runs)
     peer = min(run[1][2] for run in runs)
     return {
-        "count": count,
+        "count": int(count),
         "traced": traced / size,
         "rss": rss / size,
         "per_message": (traced - size) / max(count, 1),
@@ -221,7 +250,7 @@ def main() -> None:
     parser.add_argument("--reader", choices=_READERS, action="append", help="default: all")
     parser.add_argument("--repeat", type=int, default=2, help="timed runs of each (best is reported)")
     args = parser.parse_args()
-    print(f"{'reader':10}{'shape':8}{'MiB':>6}{'messages':>10}{'bytes/msg':>10}", end="")
+    print(f"{'reader':16}{'shape':8}{'MiB':>6}{'messages':>10}{'bytes/msg':>10}", end="")
     print(f"{'traced':>8}{'rss':>7}{'extra B/msg':>12}{'cpu s':>8}{'vs json.loads':>14}")
     with tempfile.TemporaryDirectory() as scratch:
         project = Path(scratch) / "project"
@@ -232,7 +261,11 @@ def main() -> None:
                 write_file(path, reader, shape, args.mib, project)
                 size = path.stat().st_size
                 result = measure(reader, path, project, args.repeat)
-                line = f"{reader:10}{shape:8}{size / 2**20:6.1f}{result['count']:>10,}"
+                if isinstance(result, str):
+                    print(f"{reader:16}{shape:8}{size / 2**20:6.1f}  refused: {result}", flush=True)
+                    path.unlink()
+                    continue
+                line = f"{reader:16}{shape:8}{size / 2**20:6.1f}{result['count']:>10,}"
                 line += f"{size / max(result['count'], 1):>10.0f}"
                 line += f"{result['traced']:>7.2f}x{result['rss']:>6.2f}x"
                 line += f"{result['per_message']:>12.0f}{result['cpu']:>8.3f}{result['ratio']:>13.2f}x"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ds4_context_core import (
     ImageBlock,
     OpaqueProviderBlock,
@@ -13,6 +15,7 @@ from ds4_context_core import (
     ToolResultBlock,
     build_canonical_tool_atomic_groups,
 )
+from ds4_context_core.history import validate_runtime_history_snapshot
 from ds4_context_engine.pi import (
     BRANCH_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_PREFIX,
@@ -267,3 +270,99 @@ def test_a_rebuilt_context_reuses_the_messages_already_converted():
     two = extend_pi_session(session, tail % b"two")
     assert two.context_memo is one.context_memo
     assert build_pi_context(two, "x").messages[-1].blocks == (TextBlock(text="two"),)
+
+
+_OTHER_TYPES = (7, 1.5, True, ["a", 1], {"text": "a"})
+# (entry fields, what the message holds in place of the value) for every field Pi writes as a string
+_TYPED_FIELDS = (
+    ({"type": "message", "message": {"role": "user", "content": "VALUE"}}, "opaque"),
+    (
+        {"type": "message", "message": {"role": "user", "content": [{"type": "text", "text": "VALUE"}]}},
+        "opaque",
+    ),
+    (
+        {
+            "type": "message",
+            "message": {"role": "assistant", "content": [{"type": "thinking", "thinking": "VALUE"}]},
+        },
+        "opaque",
+    ),
+    (
+        {
+            "type": "message",
+            "message": {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "VALUE"}]},
+        },
+        "opaque",
+    ),
+    (
+        {
+            "type": "message",
+            "message": {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": "VALUE"},
+        },
+        "opaque",
+    ),
+    (
+        {
+            "type": "message",
+            "message": {"role": "toolResult", "toolCallId": "VALUE", "toolName": "read", "content": "x"},
+        },
+        "",
+    ),
+    ({"type": "message", "message": {"role": "bashExecution", "command": "VALUE", "output": "x"}}, "text"),
+    ({"type": "message", "message": {"role": "branchSummary", "summary": "VALUE"}}, "text"),
+    ({"type": "custom_message", "customType": "note", "content": "VALUE"}, "opaque"),
+    ({"type": "branch_summary", "summary": "VALUE"}, "text"),
+)
+
+
+def _with_value(fields, value):
+    if fields == "VALUE":
+        return value
+    if isinstance(fields, dict):
+        return {key: _with_value(item, value) for key, item in fields.items()}
+    if isinstance(fields, list):
+        return [_with_value(item, value) for item in fields]
+    return fields
+
+
+@pytest.mark.parametrize("value", _OTHER_TYPES, ids=lambda value: type(value).__name__)
+@pytest.mark.parametrize(("fields", "kept"), _TYPED_FIELDS)
+def test_a_text_field_of_another_type_is_reported_with_a_code_never_a_type_error(
+    tmp_path, fields, kept, value
+):
+    path = tmp_path / "session.jsonl"
+    create_pi_session(path, cwd=str(tmp_path))
+    entry = append_pi_entry(
+        path, fields["type"], _with_value({k: v for k, v in fields.items() if k != "type"}, value)
+    )
+    view = PiSessionView(path)
+    context = view.context()
+    (issue,) = context.issues
+    assert (issue.code, issue.entry_id, issue.line) == ("pi-message-field-invalid", entry.id, 2)
+    assert repr(value) not in issue.message  # never the value
+    (message,) = context.messages
+    opaque = [block.value for block in message.blocks if isinstance(block, OpaqueProviderBlock)]
+    if kept == "opaque":  # the value is sent as it was, not dropped: whole, or a content list item by item
+        whole = any(
+            value == found or (isinstance(found, dict) and value in found.values()) for found in opaque
+        )
+        items = isinstance(value, list) and all(item in opaque for item in value if not isinstance(item, str))
+        assert whole or items
+    snapshot = view.snapshot(context, runtime_id="pi", project_root=str(tmp_path))
+    # a lone tool result is orphaned: validation says so with its code, nothing else is wrong
+    issues = validate_runtime_history_snapshot(snapshot, trusted_project_root=str(tmp_path))
+    assert {issue.code for issue in issues} <= {"tool-result-orphaned"}
+
+
+def test_a_compaction_summary_of_another_type_is_reported(tmp_path):
+    path = tmp_path / "session.jsonl"
+    create_pi_session(path, cwd=str(tmp_path))
+    first = append_pi_entry(path, "message", {"message": {"role": "user", "content": "hi"}})
+    compaction = append_pi_entry(
+        path, "compaction", {"summary": ["not", "text"], "firstKeptEntryId": first.id}
+    )
+    context = build_pi_context(read_pi_session(path))
+    assert [(issue.code, issue.entry_id) for issue in context.issues] == [
+        ("pi-message-field-invalid", compaction.id)
+    ]
+    assert context.messages[0].blocks == (TextBlock(text=COMPACTION_SUMMARY_PREFIX),)

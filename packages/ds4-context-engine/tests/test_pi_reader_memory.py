@@ -18,6 +18,7 @@ from ds4_context_engine import PiSessionError
 from ds4_context_engine.pi import (
     DEFAULT_MIN_PI_LINE_BYTES,
     PI_SESSION_SMALL_LINES,
+    PI_VIEW_3X_MIN_LINE_BYTES,
     PiSessionView,
     append_pi_entry,
     build_pi_context,
@@ -109,6 +110,20 @@ def test_a_view_of_the_smallest_accepted_lines_stays_within_3x(tmp_path):
     assert peak < 3 * path.stat().st_size
 
 
+def _shortest_view_message(number: int) -> bytes:
+    """A user message padded to the shortest average line a view within 3x accepts: the most it converts."""
+    return _message(number, 2 + PI_VIEW_3X_MIN_LINE_BYTES - len(_message(1, 0)))
+
+
+def test_a_view_of_the_shortest_messages_it_accepts_stays_within_3x(tmp_path):
+    path = _file(tmp_path / "messages.jsonl", _shortest_view_message, mib=8)
+    view = PiSessionView(path, min_line_bytes=PI_VIEW_3X_MIN_LINE_BYTES)
+    snapshot, peak = _peak(lambda: view.snapshot(view.context(), runtime_id="pi", project_root=str(tmp_path)))
+    size = path.stat().st_size
+    assert len(snapshot.messages) == len(view.session.entries) > PI_SESSION_SMALL_LINES
+    assert peak < 3 * size, f"{peak / size:.2f}x the file"
+
+
 def test_a_view_holds_the_file_and_its_context_within_3x(tmp_path):
     # what the adapter and the workspace do: read, project the branch, hash the revision
     path = _file(tmp_path / "messages.jsonl", lambda number: _message(number, 1024))
@@ -126,20 +141,35 @@ def test_a_view_holds_the_file_and_its_context_within_3x(tmp_path):
     assert grown.revision == pi_session_revision(read_pi_session(path), grown.messages[-1].source_entry_id)
 
 
-def test_a_view_of_short_messages_shares_what_it_can(tmp_path):
+def test_a_view_within_3x_refuses_short_messages_and_by_default_bounds_each_one(tmp_path):
     # ~180-byte user messages cannot stay within 3x: an entry (~200 bytes) and its canonical message
     # (~370: id, provenance, block, text, timestamp) cost more than the line whatever the reader does.
-    # The documented bound (docs/engine/pi.md) is about 750 bytes a message beyond the file; it was 900
-    # (5.9x) before the memo kept a message alone and role names were shared.
     path = _file(tmp_path / "short.jsonl", lambda number: _message(number, 30))
+    assert len(read_pi_session(path).entries) > 25_000  # the reader alone holds them within 3x
+    with pytest.raises(PiSessionError) as caught:
+        PiSessionView(path, min_line_bytes=PI_VIEW_3X_MIN_LINE_BYTES).refresh()
+    assert caught.value.code == "pi-session-too-many-entries"
+    # By default, the documented bound (docs/engine/pi.md) is about 750 bytes a message beyond the file;
+    # it was 900 (5.9x) before the memo kept a message alone and role names were shared.
     view = PiSessionView(path)
     snapshot, peak = _peak(lambda: view.snapshot(view.context(), runtime_id="pi", project_root=str(tmp_path)))
     count, size = len(snapshot.messages), path.stat().st_size
     assert count == len(view.session.entries) > 25_000
     assert (peak - size) / count < 800, f"{(peak - size) / count:.0f} bytes a message"
-    assert peak < 5.5 * size
     assert len({id(message.flags) for message in snapshot.messages}) == 1
     assert len({id(message.provenance.original_role) for message in snapshot.messages}) == 1
+
+
+def test_a_view_refuses_an_append_of_short_messages_too(tmp_path):
+    path = _file(tmp_path / "messages.jsonl", _shortest_view_message, mib=1)
+    view = PiSessionView(path, min_line_bytes=PI_VIEW_3X_MIN_LINE_BYTES)
+    count = len(view.refresh().entries)
+    with path.open("ab") as handle:
+        handle.write(b"".join(_message(count + number, 2) for number in range(PI_SESSION_SMALL_LINES)))
+    with pytest.raises(PiSessionError) as caught:
+        view.refresh()
+    assert caught.value.code == "pi-session-too-many-entries"
+    assert len(view.session.entries) == count  # what was read before is kept
 
 
 def test_a_file_of_tiny_lines_is_refused_before_anything_is_decoded(tmp_path):

@@ -57,7 +57,7 @@ from ._reader import (
 )
 from ._summaries import PiSummary, PiSummaryKind, pi_entry_texts, pi_summaries, pi_summary
 from ._usage import PiReportedUsage, pi_reported_usage, pi_reported_usages
-from ._view import PiRevisionCache, PiSessionView, pi_session_revision
+from ._view import PI_VIEW_3X_MIN_LINE_BYTES, PiRevisionCache, PiSessionView, pi_session_revision
 from ._writer import (
     LEAF,
     RESERVED_ENTRY_FIELDS,
@@ -89,6 +89,7 @@ __all__ = [
     "PI_RUNTIME_ID",
     "PI_SESSION_SMALL_LINES",
     "PI_SESSION_VERSION",
+    "PI_VIEW_3X_MIN_LINE_BYTES",
     "RESERVED_ENTRY_FIELDS",
     "UNPIN_CUSTOM_TYPE",
     "PiContext",

@@ -65,40 +65,60 @@ def pi_message_id(session_id: str, entry_id: str) -> str:
     return f"{session_id}:{entry_id}"
 
 
-def _block(raw: Any) -> CanonicalBlock:
+def _block(raw: Any, invalid: list[bool]) -> CanonicalBlock:
+    """``raw`` as a block; a block of a kind Pi writes whose fields have other types is kept as an opaque
+    block and noted in ``invalid`` (reported once for its entry by the builder)."""
     if isinstance(raw, dict):
         kind = raw.get("type")
-        if kind == "text" and isinstance(raw.get("text"), str):
-            return TextBlock(text=raw["text"])
-        if kind == "thinking" and isinstance(raw.get("thinking"), str):
-            return ThinkingBlock(thinking=raw["thinking"])
-        if kind == "image":
+        if kind == "text":
+            text = raw.get("text")
+            if isinstance(text, str):
+                return TextBlock(text=text)
+            invalid.append(True)
+        elif kind == "thinking":
+            thinking = raw.get("thinking")
+            if isinstance(thinking, str):
+                return ThinkingBlock(thinking=thinking)
+            invalid.append(True)
+        elif kind == "image":
             mime = raw.get("mimeType")
             data = raw.get("data")
+            if (mime is not None and not isinstance(mime, str)) or (
+                data is not None and not isinstance(data, str)
+            ):
+                invalid.append(True)
             return ImageBlock(
                 mime_type=mime if isinstance(mime, str) else None,
                 data=data if isinstance(data, str) else None,
             )
-        if kind == "toolCall" and isinstance(raw.get("id"), str) and isinstance(raw.get("name"), str):
-            arguments = raw.get("arguments")
-            return ToolCallBlock(
-                id=raw["id"], name=raw["name"], arguments=arguments if isinstance(arguments, dict) else {}
-            )
+        elif kind == "toolCall":
+            call_id, name, arguments = raw.get("id"), raw.get("name"), raw.get("arguments")
+            if isinstance(call_id, str) and isinstance(name, str):
+                if arguments is not None and not isinstance(arguments, dict):
+                    invalid.append(True)
+                return ToolCallBlock(
+                    id=call_id, name=name, arguments=arguments if isinstance(arguments, dict) else {}
+                )
+            invalid.append(True)
         return OpaqueProviderBlock(original_type=kind if isinstance(kind, str) else None, value=raw)
     if isinstance(raw, str):
         return TextBlock(text=raw)
+    invalid.append(True)
     return OpaqueProviderBlock(value=raw)
 
 
-def _content_blocks(content: Any) -> list[CanonicalBlock]:
+def _content_blocks(content: Any, invalid: list[bool]) -> list[CanonicalBlock]:
     if isinstance(content, str):
         return [TextBlock(text=content)]
     if isinstance(content, list):
-        return [_block(item) for item in content]
+        return [_block(item, invalid) for item in content]
+    if content is not None:  # a number or an object: kept, not dropped
+        invalid.append(True)
+        return [OpaqueProviderBlock(value=content)]
     return []
 
 
-def _split_result_content(content: Any) -> tuple[str, list[CanonicalBlock]]:
+def _split_result_content(content: Any, invalid: list[bool]) -> tuple[str, list[CanonicalBlock]]:
     """Text of a tool result joined by newlines; images and other blocks kept beside it."""
     if isinstance(content, str):
         return content, []
@@ -106,11 +126,14 @@ def _split_result_content(content: Any) -> tuple[str, list[CanonicalBlock]]:
     others: list[CanonicalBlock] = []
     if isinstance(content, list):
         for item in content:
-            block = _block(item)
+            block = _block(item, invalid)
             if type(block) is TextBlock:
                 texts.append(block.text)
             else:
                 others.append(block)
+    elif content is not None:
+        invalid.append(True)
+        others.append(OpaqueProviderBlock(value=content))
     return "\n".join(texts), others
 
 
@@ -235,16 +258,18 @@ class _Builder:
         data = entry.data
         timestamp = data.get("timestamp")
         self.timestamp = timestamp if isinstance(timestamp, str) else ""
+        invalid: list[bool] = []
         if entry.type == "message":
-            self.add_message(entry, data.get("message"))
+            self.add_message(entry, data.get("message"), invalid)
         elif entry.type == "custom_message":
-            self.emit(entry, "custom", "custom", _content_blocks(data.get("content")))
+            self.emit(entry, "custom", "custom", _content_blocks(data.get("content"), invalid))
         elif entry.type == "branch_summary":
-            summary = data.get("summary")
-            text = BRANCH_SUMMARY_PREFIX + (summary if isinstance(summary, str) else "")
+            text = BRANCH_SUMMARY_PREFIX + _text_field(data.get("summary"), invalid)
             self.emit(entry, "user", "branchSummary", [TextBlock(text=text)])
+        if invalid:
+            self.issues.append(_field_issue(entry))
 
-    def add_message(self, entry: PiEntry, message: Any) -> None:
+    def add_message(self, entry: PiEntry, message: Any, invalid: list[bool]) -> None:
         role = message.get("role") if isinstance(message, dict) else None
         if not isinstance(role, str) or role not in _MESSAGE_ROLES:  # a list or dict role is not hashable
             self.issues.append(
@@ -260,24 +285,23 @@ class _Builder:
             return
         timestamp = message.get("timestamp")
         if role == "user":
-            self.emit(entry, "user", role, _content_blocks(message.get("content")), created_at=timestamp)
+            blocks = _content_blocks(message.get("content"), invalid)
+            self.emit(entry, "user", role, blocks, created_at=timestamp)
         elif role == "assistant":
             self.emit(
                 entry,
                 "assistant",
                 role,
-                _content_blocks(message.get("content")),
+                _content_blocks(message.get("content"), invalid),
                 created_at=timestamp,
                 provider=message.get("provider"),
                 model=message.get("model"),
             )
         elif role == "toolResult":
-            text, others = _split_result_content(message.get("content"))
-            call_id = message.get("toolCallId")
-            name = message.get("toolName")
+            text, others = _split_result_content(message.get("content"), invalid)
             result = ToolResultBlock(
-                tool_call_id=call_id if isinstance(call_id, str) else "",
-                tool_name=name if isinstance(name, str) else "",
+                tool_call_id=_text_field(message.get("toolCallId"), invalid),
+                tool_name=_text_field(message.get("toolName"), invalid),
                 content=text,
                 is_error=message.get("isError") is True,
             )
@@ -286,14 +310,36 @@ class _Builder:
             if message.get("excludeFromContext") is True:
                 self.excluded.append(entry.id)
                 return
+            _text_field(message.get("command"), invalid)
+            _text_field(message.get("output"), invalid)
             self.emit(entry, "tool", role, [TextBlock(text=_bash_text(message))], created_at=timestamp)
         elif role == "custom":
-            self.emit(entry, "custom", role, _content_blocks(message.get("content")), created_at=timestamp)
+            blocks = _content_blocks(message.get("content"), invalid)
+            self.emit(entry, "custom", role, blocks, created_at=timestamp)
         else:
-            summary = message.get("summary")
             prefix = BRANCH_SUMMARY_PREFIX if role == "branchSummary" else COMPACTION_SUMMARY_PREFIX
-            text = prefix + (summary if isinstance(summary, str) else "")
+            text = prefix + _text_field(message.get("summary"), invalid)
             self.emit(entry, "user", role, [TextBlock(text=text)], created_at=timestamp)
+
+
+def _text_field(value: Any, invalid: list[bool]) -> str:
+    """A string field's value; ``""`` when it is missing or (noted in ``invalid``) of another type."""
+    if isinstance(value, str):
+        return value
+    if value is not None:
+        invalid.append(True)
+    return ""
+
+
+def _field_issue(entry: PiEntry) -> PiSessionIssue:
+    """The one issue of an entry with fields of other types than Pi writes (never their values)."""
+    return PiSessionIssue(
+        code="pi-message-field-invalid",
+        severity="warning",
+        message="a message field has another type than Pi writes; it is sent as an opaque block or left out",
+        line=entry.line,
+        entry_id=entry.id,
+    )
 
 
 # Entry types that extend a context without changing what came before: messages and the settings
@@ -423,13 +469,13 @@ def _build_pi_context(session: PiSession, leaf_id: str | None, pinned: frozenset
         compaction = path[compaction_index]
         compaction_id = compaction.id
         compaction_data = compaction.data  # decoded once
-        summary = compaction_data.get("summary")
+        invalid: list[bool] = []
+        summary = _text_field(compaction_data.get("summary"), invalid)
         builder.emit(
-            compaction,
-            "user",
-            "compactionSummary",
-            [TextBlock(text=COMPACTION_SUMMARY_PREFIX + (summary if isinstance(summary, str) else ""))],
+            compaction, "user", "compactionSummary", [TextBlock(text=COMPACTION_SUMMARY_PREFIX + summary)]
         )
+        if invalid:
+            builder.issues.append(_field_issue(compaction))
         first_kept = compaction_data.get("firstKeptEntryId")
         kept = False
         for entry in path[:compaction_index]:

@@ -74,6 +74,7 @@ PI_ISSUE_CODES: Final = (
     "pi-line-corrupt",
     "pi-line-partial",
     "pi-line-too-deep",
+    "pi-message-field-invalid",
     "pi-message-role-unknown",
     "pi-parent-cycle",
     "pi-parent-dangling",
@@ -591,12 +592,15 @@ class PiSession:
             return (), ()
         if start not in self._by_id:
             raise PiSessionError("pi-leaf-unknown", "the requested leaf id is not an entry of this session")
+        by_id = self._by_id
         path: list[PiEntry] = []
-        seen: set[str] = set()
         issues: list[PiSessionIssue] = []
+        # No set of the ids seen: a walk longer than the session has repeated an entry, and only then is
+        # it walked again to find where (a set of every id on the branch cost ~40 bytes an entry).
+        longest = len(by_id)
         current: str | None = start
         while current is not None:
-            entry = self._by_id.get(current)
+            entry = by_id.get(current)
             if entry is None:
                 issues.append(
                     PiSessionIssue(
@@ -608,22 +612,34 @@ class PiSession:
                     )
                 )
                 break
-            if current in seen:
+            if len(path) == longest:
+                path, repeated = self._cut_at_cycle(start)
                 issues.append(
                     PiSessionIssue(
                         code="pi-parent-cycle",
                         severity="error",
                         message="parent ids form a cycle; the branch was cut where it repeats",
-                        line=entry.line,
-                        entry_id=entry.id,
+                        line=repeated.line,
+                        entry_id=repeated.id,
                     )
                 )
                 break
-            seen.add(current)
             path.append(entry)
             current = entry.parent_id
         path.reverse()
         return tuple(path), tuple(issues)
+
+    def _cut_at_cycle(self, start: str) -> tuple[list[PiEntry], PiEntry]:
+        """The walk from ``start`` up to (not including) the first entry met twice, and that entry."""
+        path: list[PiEntry] = []
+        seen: set[str] = set()
+        entry = self._by_id[start]
+        while entry.id not in seen:
+            seen.add(entry.id)
+            path.append(entry)
+            # the caller walked past every entry: each parent exists
+            entry = self._by_id[entry.parent_id]  # type: ignore[index]
+        return path, entry
 
     def children(self) -> dict[str | None, list[str]]:
         """Child ids per parent id (``None`` for roots), in file order."""

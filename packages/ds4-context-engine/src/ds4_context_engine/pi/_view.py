@@ -11,7 +11,7 @@ import hashlib
 import os
 from collections.abc import Collection
 from pathlib import Path
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from ds4_context_core import RuntimeHistorySnapshot, stable_hash, stable_json
 from ds4_context_core.history import build_runtime_history_snapshot
@@ -19,6 +19,7 @@ from ds4_context_core.history import build_runtime_history_snapshot
 from ._context import PiContext, build_pi_context
 from ._reader import (
     DEFAULT_MAX_PI_SESSION_BYTES,
+    DEFAULT_MIN_PI_LINE_BYTES,
     PiEntry,
     PiSession,
     extend_pi_session,
@@ -27,7 +28,15 @@ from ._reader import (
     read_pi_session_bytes,
 )
 
-__all__ = ["PiRevisionCache", "PiSessionView", "pi_session_revision"]
+__all__ = ["PI_VIEW_3X_MIN_LINE_BYTES", "PiRevisionCache", "PiSessionView", "pi_session_revision"]
+
+#: The ``min_line_bytes`` that keeps a view within 3x its file (``PiSessionView(path, min_line_bytes=...)``;
+#: the default is the reader's 128). A view holds the file, an entry (~200 bytes) per line and, for each
+#: message, its canonical form: ~500 bytes plus its decoded text, so a message line of ``n`` bytes costs
+#: about ``2n + 500`` and a session of lines averaging ``n`` bytes takes ``2 + 500/n`` times its file:
+#: 2.8x at 640. Not the default: long sessions of short steps (10,000 small edits) average less and
+#: would be refused.
+PI_VIEW_3X_MIN_LINE_BYTES: Final = 640
 
 
 class _SessionRead(NamedTuple):
@@ -39,7 +48,7 @@ class _SessionRead(NamedTuple):
     header_line: bytes
 
 
-def _reload(path: Path, previous: _SessionRead | None) -> _SessionRead:
+def _reload(path: Path, previous: _SessionRead | None, min_line_bytes: int) -> _SessionRead:
     """Read ``path`` again, parsing only the appended bytes while it is still the file of ``previous``.
 
     The file is opened once (a symlink or a non-regular file is refused, a FIFO without blocking) and
@@ -55,10 +64,11 @@ def _reload(path: Path, previous: _SessionRead | None) -> _SessionRead:
                 if info.st_size == end:
                     return previous
                 handle.seek(end)
-                return previous._replace(session=extend_pi_session(previous.session, handle.read()))
+                grown = extend_pi_session(previous.session, handle.read(), min_line_bytes=min_line_bytes)
+                return previous._replace(session=grown)
             handle.seek(0)
         data = read_capped(handle, DEFAULT_MAX_PI_SESSION_BYTES)
-    session = read_pi_session_bytes(data, path=str(path))
+    session = read_pi_session_bytes(data, path=str(path), min_line_bytes=min_line_bytes)
     # a parsed session has a complete header line
     return _SessionRead(session, info.st_dev, info.st_ino, data[: data.index(b"\n") + 1])
 
@@ -105,12 +115,17 @@ class PiSessionView:
     """A session file read once, then re-read only for what was appended (see :meth:`refresh`).
 
     Nothing is read until the first :meth:`refresh` (or :attr:`session`). The view never writes the file.
+    ``min_line_bytes`` is the reader's limit of the same name (:data:`PI_VIEW_3X_MIN_LINE_BYTES` keeps
+    the view within 3x its file; 0 turns it off), applied to every read and append.
     """
 
-    __slots__ = ("_path", "_read", "_revision", "_revisions")
+    __slots__ = ("_min_line_bytes", "_path", "_read", "_revision", "_revisions")
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, min_line_bytes: int = DEFAULT_MIN_PI_LINE_BYTES
+    ) -> None:
         self._path = Path(path)
+        self._min_line_bytes = min_line_bytes
         self._read: _SessionRead | None = None
         self._revisions = PiRevisionCache()
         # the last revision computed, for the session object and leaf it was computed for
@@ -133,7 +148,7 @@ class PiSessionView:
         A new :class:`PiSession` object is returned exactly when something changed. Raises
         ``PiSessionError`` (with the reader's codes) when the file cannot be used.
         """
-        self._read = _reload(self._path, self._read)
+        self._read = _reload(self._path, self._read, self._min_line_bytes)
         return self._read.session
 
     def forget(self) -> None:
