@@ -550,6 +550,42 @@ def test_the_server_restarted_under_an_open_store(postgres_server, pg_url, opene
     assert _counts(postgres_server, _database(pg_url))[:2] == (1, 17)
 
 
+def test_threads_sharing_one_store_each_get_their_own_answers(postgres_server, pg_url, opened):
+    """One thread uses the store's held connection, the others the pool's at the same time."""
+    store = _open(opened, pg_url, pool_size=3)
+    failures: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def work(number: int) -> None:
+        try:
+            start.wait()
+            for step in range(25):
+                store.record_manifest(f"thread-{number}", json.dumps({"step": step}))
+                newest = store.manifests(f"thread-{number}", limit=1)
+                assert json.loads(newest[0].body) == {"step": step}
+        except BaseException as error:  # reported by the main thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=work, args=(number,)) for number in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert store.storage().manifests == 6 * 25
+    # a connection killed under the held one is replaced on the next call, the answer kept
+    with postgres_server.admin() as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            (_database(pg_url),),
+        )
+    assert [json.loads(m.body) for m in store.manifests("thread-0", limit=2)] == [{"step": 24}, {"step": 23}]
+    store.close()
+    with pytest.raises(DerivedStoreError) as closed:
+        store.manifests("thread-0")
+    assert closed.value.code == "derived-store-closed"
+
+
 # -- a fleet of processes -----------------------------------------------------------------------------
 
 

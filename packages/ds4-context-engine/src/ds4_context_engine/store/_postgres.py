@@ -263,6 +263,11 @@ class PostgresDerivedStore:
         # keeps the tree shapes of sessions indexed in this process, so the next append costs O(1)
         self._indexer = PiSessionIndexer()
         self._index_lock = threading.RLock()
+        # One pooled connection this store keeps checked out, for whichever thread finds it free: a
+        # checkout and return through the pool (its locks and bookkeeping) cost as much as a small
+        # query's own work. Other threads at the same time take theirs from the pool.
+        self._held: psycopg.Connection[Any] | None = None
+        self._held_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PostgresDerivedStore({self._location.display!r})"
@@ -291,6 +296,11 @@ class PostgresDerivedStore:
             raise DerivedStoreError("derived-store-closed", f"{self.display}: the store was closed")
         for attempt in (1, 2):
             try:
+                if self._held_lock.acquire(blocking=False):
+                    try:
+                        return self._on_held(operation)
+                    finally:
+                        self._held_lock.release()
                 with self._pool.connection() as connection:
                     return operation(connection)
             except pg_pool.PoolTimeout:
@@ -315,10 +325,35 @@ class PostgresDerivedStore:
                 self._pool.check()  # drop the other idle connections the same failure broke
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _on_held(self, operation: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """Run ``operation`` on the held connection (under ``_held_lock``), checking one out if needed.
+
+        After a failure, or if the operation left a transaction open, the connection goes back to the
+        pool, which rolls it back, or replaces it if it is broken; the next call checks out another.
+        """
+        pg, _ = _psycopg()
+        connection = self._held
+        if connection is None:
+            connection = self._held = self._pool.getconn()
+        try:
+            result = operation(connection)
+        except BaseException:
+            self._held = None
+            self._pool.putconn(connection)
+            raise
+        if connection.info.transaction_status != pg.pq.TransactionStatus.IDLE:
+            self._held = None
+            self._pool.putconn(connection)
+        return result
+
     def close(self) -> None:
         """Close the pool. Idempotent."""
         if not self._closed:
             self._closed = True
+            with self._held_lock:
+                if self._held is not None:
+                    self._pool.putconn(self._held)
+                    self._held = None
             self._pool.close()
 
     # -- indexing ---------------------------------------------------------------------------------
@@ -715,11 +750,11 @@ class PostgresDerivedStore:
 
     def manifests(self, session_id: str, *, limit: int = MANIFEST_RETENTION) -> tuple[StoredManifest, ...]:
         """Newest first."""
+        # prepared from the first call and answered in binary: of a lookup's time on an idle machine,
+        # parsing and planning the statement and the text rows are a good part of the server's share
         rows = self._run(
             lambda connection: connection.execute(
-                "SELECT id, leaf_id, created_at, body FROM manifests WHERE session_id = %s "
-                "ORDER BY id DESC LIMIT %s",
-                (session_id, max(0, limit)),
+                _MANIFESTS_QUERY, (session_id, max(0, limit)), prepare=True, binary=True
             ).fetchall()
         )
         return tuple(
@@ -979,6 +1014,10 @@ WITH added AS (
 )
 SELECT id FROM added UNION ALL SELECT id FROM manifests WHERE write_id = %(write)s
 """
+
+_MANIFESTS_QUERY: Final = (
+    "SELECT id, leaf_id, created_at, body FROM manifests WHERE session_id = %s ORDER BY id DESC LIMIT %s"
+)
 
 _STORAGE_QUERY: Final = """
 SELECT
