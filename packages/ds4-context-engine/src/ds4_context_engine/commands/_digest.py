@@ -16,6 +16,7 @@ stays byte-identical.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -34,6 +35,7 @@ __all__ = [
     "TASK_DIGEST_ID",
     "TASK_DIGEST_MAX_CHARS",
     "SettledPlan",
+    "TaskDigestReader",
     "plan_with_cut_supplements",
     "settle_cut_supplements",
     "task_digest",
@@ -69,20 +71,29 @@ _MAIN_KEYS: Final = (
 )  # fmt: skip
 _EXIT: Final = re.compile(r"\[exit code (-?\d+)\]|exit (?:code|status)[ =:]*(-?\d+)", re.IGNORECASE)
 _ERROR_LINE: Final = re.compile(r"error|fail|traceback|exception|panic", re.IGNORECASE)
+_BARE_TRACEBACK: Final = re.compile(r"\s*traceback \(most recent call last\):?\s*$", re.IGNORECASE)
 # Text holding a privacy marker tag is left out: its spans only mean what they say in their own string.
 _TAG: Final = re.compile(r"\[/?ds4:", re.IGNORECASE)
-# Kinds whose items stand for history messages at their original index.
-_HISTORY_KINDS: Final = frozenset({"message", "trimmed-tool-result", "receipt"})
+# Kinds whose items send a history message as it was written.
+_VERBATIM_KINDS: Final = frozenset({"message", "pin", "current-request"})
 
 
 def cut_messages(messages: Sequence[CanonicalMessage], plan: ContextPlan) -> Sequence[CanonicalMessage]:
-    """The messages before the first history message ``plan`` keeps (pinned ones stay in the count)."""
-    kept = [item.original_index for item in plan.items if item.kind in _HISTORY_KINDS]
-    first = min((index for index in kept if index is not None), default=None)
-    if first is None:
-        # nothing but mandatory items survived: all history before the current request was cut
-        first = next((item.original_index for item in plan.items if item.kind == "current-request"), None)
-    return messages[: first or 0]
+    """The messages before ``plan``'s cut, empty when the plan sends every one of them verbatim.
+
+    The cut is the planner's sticky one (``plan.state.dropped_messages``), which moves only in a
+    compaction: what is built from it (the digest, the retrieved history) then stays byte-identical from
+    one step to the next, whatever the plan keeps in front of it (pins, an earlier request held there).
+    """
+    if plan.fallback is not None:
+        return messages[:0]
+    cut = min(plan.state.dropped_messages, len(messages))
+    held = {
+        item.original_index
+        for item in plan.items
+        if item.kind in _VERBATIM_KINDS and item.original_index is not None and item.original_index < cut
+    }
+    return messages[:0] if len(held) >= cut else messages[:cut]
 
 
 def digest_chars(plan: ContextPlan, *, beside: Iterable[SupplementalItem] = ()) -> int:
@@ -120,9 +131,12 @@ def _outcome(result: ToolResultBlock) -> tuple[str, str | None]:
     code = next((group for group in found.groups() if group is not None), "0") if found else "0"
     if not result.is_error and code == "0":
         return "", None
-    # a line that says something: not a banner of '=' or '-' around one word (pytest's FAILURES)
+    # a line that says something: not a banner of '=' or '-' around one word (pytest's FAILURES), and
+    # not a bare traceback header, which only says that something failed (the exception's line does)
     lines = [line for line in content.splitlines() if len(line.strip(" =-_*#")) > len("FAILURES")]
-    line = next((line for line in lines if _ERROR_LINE.search(line)), lines[0] if lines else "failed")
+    matching = [line for line in lines if _ERROR_LINE.search(line)]
+    named = (line for line in matching if not _BARE_TRACEBACK.match(line))
+    line = next(named, matching[0] if matching else lines[0] if lines else "failed")
     return (f"exit {code}" if code != "0" else "error"), _shorten(line, _ERROR_CHARS)
 
 
@@ -135,6 +149,12 @@ class _Recent:
         self.cap = cap
         self.entries: OrderedDict[str, list[object]] = OrderedDict()
         self.forgotten = 0
+
+    def copy(self) -> _Recent:
+        twin = _Recent(self.cap)
+        twin.entries = OrderedDict((key, list(record)) for key, record in self.entries.items())
+        twin.forgotten = self.forgotten
+        return twin
 
     def touch(self, key: str) -> list[object]:
         """The record of ``key`` (``[count, status]``), counted once more and moved to the newest end."""
@@ -173,6 +193,16 @@ class DigestBuilder:
         self.host: list[str] = []  # goals of the host's own compaction summaries, newest last
         self.tools: Counter[str] = Counter()
         self._pending: dict[str, tuple[str, str]] = {}  # call id -> (tool, identity)
+
+    def copy(self) -> DigestBuilder:
+        """An independent builder that has read the same: fed more, it leaves this one as it is."""
+        twin = copy.copy(self)
+        twin.early, twin.late, twin.host = list(self.early), list(self.late), list(self.host)
+        twin.changed, twin.read = self.changed.copy(), self.read.copy()
+        twin.calls = {name: records.copy() for name, records in self.calls.items()}
+        twin.errors, twin.tools = OrderedDict(self.errors), Counter(self.tools)
+        twin._pending = dict(self._pending)
+        return twin
 
     def feed(self, messages: Iterable[CanonicalMessage]) -> None:
         for message in messages:
@@ -369,12 +399,64 @@ def digest_item(builder: DigestBuilder, max_chars: int) -> SupplementalItem | No
     return SupplementalItem(id=TASK_DIGEST_ID, kind="summary", text=text, source_ids=builder.source_ids())
 
 
+class TaskDigestReader:
+    """The task digest of a growing history's cut, each message read once for all the plans of a session.
+
+    A compaction feeds it only what it newly cut, so a 10,000-edit history costs one pass in all, not one
+    per compaction. It keeps the few newest readers (the planning passes of one step may try a cut and
+    come back to an earlier one): a copy of the furthest that read a prefix of the cut is fed the rest. A
+    history that is not an extension of what was read (a host compaction starts another branch view) is
+    read afresh. ``fed`` counts the messages read in all, for a host that checks what a step costs.
+    """
+
+    def __init__(self, *, write_tools: Iterable[str] = DEFAULT_WRITE_TOOLS, keep: int = 4) -> None:
+        self._write_tools = tuple(write_tools)
+        self._keep = max(1, keep)
+        self._held: list[tuple[str | None, DigestBuilder]] = []
+        self.fed = 0
+
+    def digest(
+        self,
+        messages: Sequence[CanonicalMessage],
+        plan: ContextPlan,
+        *,
+        beside: Iterable[SupplementalItem] = (),
+        max_chars: int | None = None,
+    ) -> SupplementalItem | None:
+        """The digest of what ``plan`` cut from ``messages`` (as :func:`task_digest` builds it)."""
+        cut = len(cut_messages(messages, plan))
+        if not cut:
+            return None
+        limit = max_chars if max_chars is not None else digest_chars(plan, beside=beside)
+        return digest_item(self.builder(messages, cut), limit)
+
+    def builder(self, messages: Sequence[CanonicalMessage], cut: int) -> DigestBuilder:
+        """The reader fed with ``messages[:cut]``, from the furthest kept one that read a prefix of it."""
+        first = messages[0].id if messages else None
+        best: DigestBuilder | None = None
+        for held_first, held in self._held:
+            if (
+                held_first == first
+                and held.consumed <= cut
+                and (not held.consumed or messages[held.consumed - 1].id == held.last_id)
+                and (best is None or held.consumed > best.consumed)
+            ):
+                best = held
+        if best is not None and best.consumed == cut:
+            return best
+        builder = best.copy() if best is not None else DigestBuilder(write_tools=self._write_tools)
+        self.fed += cut - builder.consumed
+        builder.feed(messages[builder.consumed : cut])
+        self._held = [*self._held, (first, builder)][-self._keep :]
+        return builder
+
+
 def cut_key(messages: Sequence[CanonicalMessage], plan: ContextPlan) -> tuple[int, str | None, str | None]:
     """What names the cut of ``plan`` in a session that grows by appends: its length, first and last id.
 
     Two plans with the same key cut the same messages, so what was built from the cut still holds.
     """
-    cut = len(cut_messages(messages, plan)) if plan.fallback is None else 0
+    cut = len(cut_messages(messages, plan))
     if not cut:
         return 0, None, None
     return cut, messages[0].id, messages[cut - 1].id
@@ -425,7 +507,13 @@ def settle_cut_supplements(
     compaction, not at every step). The key returned is the cut of the plan returned, which was planned
     with the supplements returned: should the passes end before the supplements sit on their own cut,
     the next step at that cut still keeps them byte for byte instead of rebuilding them.
+
+    A compaction is not undone by the supplements it rebuilt: when the plan made with the rebuilt ones
+    ends back on the previous step's cut (they came out smaller and the history fits again), the
+    previous step's supplements still stand for that cut and changing them would cost the cached prefix
+    at a step that compacts nothing; the first plan, which compacted with them, is the one returned.
     """
+    first = plan
     extra = planned_with
     built_for = planned_for
     for _ in range(passes):
@@ -438,4 +526,7 @@ def settle_cut_supplements(
             break
         extra = fresh
         plan = replan(extra)
-    return SettledPlan(plan, extra, cut_key(messages, plan))
+    key = cut_key(messages, plan)
+    if planned_for is not None and key == planned_for and extra != planned_with and plan is not first:
+        return SettledPlan(first, planned_with, cut_key(messages, first))
+    return SettledPlan(plan, extra, key)
