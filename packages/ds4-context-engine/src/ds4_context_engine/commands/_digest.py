@@ -53,7 +53,7 @@ _CEILING_SHARE: Final = 0.75
 _CHARS_PER_TOKEN: Final = 3  # paths and commands tokenise densely: a safe side for the budget
 _REQUEST_CHARS: Final = 600
 _INSTRUCTION_CHARS: Final = 160
-_OPEN_ERRORS: Final = 5
+_OPEN_ERRORS: Final = 10  # as many as the results a model looks back on
 _ARGUMENT_CHARS: Final = 160
 _ERROR_CHARS: Final = 160
 _EARLY_INSTRUCTIONS: Final = 4
@@ -508,12 +508,11 @@ def settle_cut_supplements(
     with the supplements returned: should the passes end before the supplements sit on their own cut,
     the next step at that cut still keeps them byte for byte instead of rebuilding them.
 
-    A compaction is not undone by the supplements it rebuilt: when the plan made with the rebuilt ones
-    ends back on the previous step's cut (they came out smaller and the history fits again), the
-    previous step's supplements still stand for that cut and changing them would cost the cached prefix
-    at a step that compacts nothing; the first plan, which compacted with them, is the one returned.
+    A plan at the very edge of the soft limit can still change them without compacting: the plan with
+    the carried supplements compacts, the supplements rebuilt for its cut come out a few tokens smaller,
+    and the plan made with them fits at the old cut. That plan is returned (it holds what was cut, where
+    keeping the old supplements on the moved cut would lose it); the next step compacts.
     """
-    first = plan
     extra = planned_with
     built_for = planned_for
     for _ in range(passes):
@@ -526,7 +525,4 @@ def settle_cut_supplements(
             break
         extra = fresh
         plan = replan(extra)
-    key = cut_key(messages, plan)
-    if planned_for is not None and key == planned_for and extra != planned_with and plan is not first:
-        return SettledPlan(first, planned_with, cut_key(messages, first))
-    return SettledPlan(plan, extra, key)
+    return SettledPlan(plan, extra, cut_key(messages, plan))
