@@ -22,6 +22,7 @@ from ds4_context_engine.commands import (
     TaskDigestReader,
     settle_cut_supplements,
 )
+from ds4_context_engine.commands import _overhead as overhead_module
 from ds4_context_engine.commands import _workspace as workspace_module
 from ds4_context_engine.commands._digest import DigestBuilder
 from ds4_context_engine.pi import append_pi_entries
@@ -182,3 +183,48 @@ def test_a_host_planning_with_the_reader_extends_its_previous_plan(tmp_path):
     for previous, plan in itertools.pairwise(plans):
         if not _compacts(plan):
             assert plan.messages[: len(previous.messages)] == previous.messages
+
+
+def _answered_turn(turn):
+    usage = {"input": 900 + 40 * turn, "output": 60, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}
+    answer = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": f"Answer {turn}."}],
+        "provider": "openai",
+        "model": "gpt-recorded",
+        "stopReason": "stop",
+        "usage": usage,
+        "timestamp": turn,
+    }
+    return [
+        pi_message("user", f"Question {turn}: what changed in part {turn}?"),
+        ("message", {"message": answer}),
+    ]
+
+
+def test_the_measured_overhead_reads_the_usage_appended_not_the_whole_session(tmp_path, monkeypatch):
+    """Planned for another model than the session's calls were made with (a replay, a switched model),
+    no recorded usage is the newest of the planned model's: a step still reads only the new ones."""
+    path = tmp_path / "usage.jsonl"
+    write_long_session(path, steps=4)
+    for turn in range(40):
+        append_pi_entries(path, _answered_turn(turn))
+    read = []
+    real = overhead_module.calibration_profile
+
+    def profile(provider, model):
+        read.append(1)
+        return real(provider, model)
+
+    monkeypatch.setattr(overhead_module, "calibration_profile", profile)
+    with ContextWorkspace.open(path, no_store=True, model=MODEL) as workspace:
+        workspace.plan()
+        per_step = []
+        for turn in range(40, 60):
+            append_pi_entries(path, _answered_turn(turn))
+            workspace.refresh()
+            before = len(read)
+            workspace.plan()
+            per_step.append(len(read) - before)
+    # the planned model's profile, and the one usage each step appended: never the 40 and more before
+    assert max(per_step) <= 2
