@@ -5,7 +5,7 @@ which files were read and changed, which commands ran and what failed: the task 
 summaries are known to drop. The digest is built from the cut messages alone, without a model: the first
 request (a slash command or mode switch is no request), the later user instructions (the first few and
 the latest), the files changed and read, every distinct tool call (tool and main argument, once, with a
-count and the last outcome), the open errors, and what the host's own compaction summaries said. It goes
+count and the last outcome), the recent errors, and what the host's own compaction summaries said. It goes
 to the planner as a ``summary`` supplement, which the planner puts in front of the history.
 
 It is bounded by leaving out whole entries (oldest first, with a count), never by cutting one, and it
@@ -71,6 +71,7 @@ _MAIN_KEYS: Final = (
 )  # fmt: skip
 _EXIT: Final = re.compile(r"\[exit code (-?\d+)\]|exit (?:code|status)[ =:]*(-?\d+)", re.IGNORECASE)
 _ERROR_LINE: Final = re.compile(r"error|fail|traceback|exception|panic", re.IGNORECASE)
+_PASSED: Final = " (passed since)"
 _BARE_TRACEBACK: Final = re.compile(r"\s*traceback \(most recent call last\):?\s*$", re.IGNORECASE)
 # Text holding a privacy marker tag is left out: its spans only mean what they say in their own string.
 _TAG: Final = re.compile(r"\[/?ds4:", re.IGNORECASE)
@@ -189,7 +190,8 @@ class DigestBuilder:
         self.changed = _Recent()  # path -> [count, "edit"/"write" ...]
         self.read = _Recent()
         self.calls: dict[str, _Recent] = {}  # tool -> identity -> [count, last status]
-        self.errors: OrderedDict[str, str] = OrderedDict()  # identity -> first error line, open
+        # identity -> first error line of its newest failure (marked once the same call went through)
+        self.errors: OrderedDict[str, str] = OrderedDict()
         self.host: list[str] = []  # goals of the host's own compaction summaries, newest last
         self.tools: Counter[str] = Counter()
         self._pending: dict[str, tuple[str, str]] = {}  # call id -> (tool, identity)
@@ -289,11 +291,14 @@ class DigestBuilder:
         if calls is not None and identity in calls.entries:
             calls.entries[identity][1] = status
         key = f"{name} {identity}".strip()
-        self.errors.pop(key, None)
         if line is not None:
-            self.errors[key] = line  # open until the same call goes through
+            self.errors.pop(key, None)
+            self.errors[key] = line  # the newest failure of the call, open until the same call goes through
             if len(self.errors) > _MAX_ENTRIES:
                 self.errors.popitem(last=False)
+        elif key in self.errors and not self.errors[key].endswith(_PASSED):
+            # kept in its place, marked: the model still reads what the recent failure said
+            self.errors[key] += _PASSED
 
     def source_ids(self) -> tuple[str, ...]:
         """The requests the digest quotes (restore shows them)."""
@@ -306,7 +311,7 @@ class DigestBuilder:
             return None
         # What does not change from one compaction to the next comes first (the header, the original
         # request, the first instructions, the host's summaries), then the lists that grow at their ends,
-        # then what moves (the latest instructions, the open errors, the counts): a provider's prompt
+        # then what moves (the latest instructions, the recent errors, the counts): a provider's prompt
         # cache keeps the longest run of unchanged text.
         lines = [TASK_DIGEST_HEADER]
         if self.request is not None:
@@ -339,7 +344,7 @@ class DigestBuilder:
         # (title, entries newest first, forgotten, separator, moving): in the order the budget serves them
         sections: list[tuple[str, list[str], int, str, bool]] = [
             ("Files changed", entries(self.changed, counted), self.changed.forgotten, ", ", False),
-            ("Open errors", errors[:_OPEN_ERRORS], max(0, len(errors) - _OPEN_ERRORS), "; ", True),
+            ("Recent errors", errors[:_OPEN_ERRORS], max(0, len(errors) - _OPEN_ERRORS), "; ", True),
         ]
         for name in sorted(self.calls):
             records = self.calls[name]
