@@ -11,7 +11,8 @@ SESSION is a ``ds4-runtime-session-v1`` JSONL file (default: the shipped fixture
 instead. A model call happens before every assistant message; each call is planned with the previous
 plan's state, exactly as a host would. A sliding window (newest complete tool groups that fit the same
 hard limit) runs on the same calls for comparison. ``--digest`` plans as the engine's workspace does:
-with the task digest of what each plan cuts in front (``ds4_context_engine.commands.task_digest``).
+with the task digest of what each plan cuts in front (``ds4_context_engine.commands.TaskDigestReader``),
+kept from step to step while the cut does not move.
 
 Reported: largest plan against the hard limit, orphaned tool results or unanswered calls sent (must be 0),
 mean shared-prefix ratio between consecutive plans (shared tokens / plan tokens), tokens saved against
@@ -48,7 +49,7 @@ from ds4_context_core.planner import (
     fast_chars_v1,
     plan_context,
 )
-from ds4_context_engine.commands import plan_with_cut_supplements, task_digest
+from ds4_context_engine.commands import SettledPlan, TaskDigestReader, settle_cut_supplements
 
 DEFAULT_SESSION = Path(__file__).resolve().parent / "fixtures" / "coding-session.jsonl"
 
@@ -170,8 +171,11 @@ def main() -> None:
     state: PlanState | None = None
     plotted: list[ReplayStep] = []  # for --plot
 
+    settled: SettledPlan | None = None
+    reader = TaskDigestReader()  # as the workspace: each cut message read once, whatever the steps
+
     def digest_plan(prefix: list[CanonicalMessage]) -> ContextPlan:
-        nonlocal state
+        nonlocal state, settled
 
         def replan(extra: tuple[SupplementalItem, ...]) -> ContextPlan:
             return plan_context(
@@ -181,15 +185,24 @@ def main() -> None:
                 state=state,
                 supplemental=extra,
                 calibration_ratio=args.ratio,
+                task_digest=False,  # the engine's digest holds core's facts: one digest is sent
             )
 
         def digest_of(cut: ContextPlan) -> list[SupplementalItem]:
-            digest = task_digest(prefix, cut)
+            digest = reader.digest(prefix, cut)
             return [digest] if digest is not None else []
 
-        plan = plan_with_cut_supplements(prefix, replan(()), digest_of, replan)
-        state = plan.state
-        return plan
+        carried = settled.extra if settled is not None else ()
+        settled = settle_cut_supplements(
+            prefix,
+            replan(carried),
+            digest_of,
+            replan,
+            planned_with=carried,
+            planned_for=settled.key if settled is not None else None,
+        )
+        state = settled.plan.state
+        return settled.plan
 
     for end in calls:
         prefix = history[:end]

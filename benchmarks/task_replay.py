@@ -9,8 +9,8 @@ point (``build_pi_context``: its own compaction summary, then the kept entries).
 twice, with the state of the previous plan carried as a host does:
 
 - *core*: ``ContextPlanner.plan`` alone (with its own task digest of what the cut left out);
-- *engine*: as the engine's workspace plans (``plan_with_cut_supplements`` with the engine's
-  ``task_digest`` on top of core's).
+- *engine*: as the engine's workspace plans (``settle_cut_supplements`` with the engine's task digest,
+  read by a ``TaskDigestReader`` and carried from step to step, in place of core's).
 
 Per step, a plan is checked against the whole branch so far (for a Pi session, also what Pi compacted):
 
@@ -72,7 +72,7 @@ from ds4_context_core.planner import (
     plan_context,
 )
 from ds4_context_core.pruning import normalize_tool_name
-from ds4_context_engine.commands import plan_with_cut_supplements, task_digest
+from ds4_context_engine.commands import SettledPlan, TaskDigestReader, settle_cut_supplements
 from ds4_context_engine.pi import build_pi_context, read_pi_session
 
 _WRITE_TOOLS = frozenset(
@@ -357,6 +357,9 @@ CONFIG: dict[str, Any] = (
 )
 
 
+ENGINE_CONFIG: dict[str, Any] = {**CONFIG, "planner": {"task_digest": False}} if CONFIG else {}
+
+
 def _core_planner(model: ModelDescriptor, fixed: int) -> Callable[[list[CanonicalMessage]], ContextPlan]:
     planner = ContextPlanner(config=CONFIG)
 
@@ -367,23 +370,42 @@ def _core_planner(model: ModelDescriptor, fixed: int) -> Callable[[list[Canonica
 
 
 def _engine_planner(model: ModelDescriptor, fixed: int) -> Callable[[list[CanonicalMessage]], ContextPlan]:
+    """Plans as the engine's workspace does: the engine's digest instead of core's, read incrementally
+    and kept byte for byte while the cut does not move (one plan per step between compactions)."""
     state: PlanState | None = None
+    settled: SettledPlan | None = None
+    reader = TaskDigestReader()
+    # validated once, as a workspace does; the engine's digest holds core's facts: one digest is sent
+    config = ContextPlanner(config=ENGINE_CONFIG).config
 
     def plan(history: list[CanonicalMessage]) -> ContextPlan:
-        nonlocal state
+        nonlocal state, settled
 
         def replan(extra: tuple[SupplementalItem, ...]) -> ContextPlan:
             return plan_context(
-                history, model=model, fixed_tokens=fixed, state=state, supplemental=extra, config=CONFIG
+                history,
+                model=model,
+                fixed_tokens=fixed,
+                state=state,
+                supplemental=extra,
+                config=config,
             )
 
         def digest_of(cut: ContextPlan) -> list[SupplementalItem]:
-            digest = task_digest(history, cut)
+            digest = reader.digest(history, cut)
             return [digest] if digest is not None else []
 
-        result = plan_with_cut_supplements(history, replan(()), digest_of, replan)
-        state = result.state
-        return result
+        carried = settled.extra if settled is not None else ()
+        settled = settle_cut_supplements(
+            history,
+            replan(carried),
+            digest_of,
+            replan,
+            planned_with=carried,
+            planned_for=settled.key if settled is not None else None,
+        )
+        state = settled.plan.state
+        return settled.plan
 
     return plan
 

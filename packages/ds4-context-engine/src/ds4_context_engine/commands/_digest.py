@@ -5,7 +5,7 @@ which files were read and changed, which commands ran and what failed: the task 
 summaries are known to drop. The digest is built from the cut messages alone, without a model: the first
 request (a slash command or mode switch is no request), the later user instructions (the first few and
 the latest), the files changed and read, every distinct tool call (tool and main argument, once, with a
-count and the last outcome), the open errors, and what the host's own compaction summaries said. It goes
+count and the last outcome), the recent errors, and what the host's own compaction summaries said. It goes
 to the planner as a ``summary`` supplement, which the planner puts in front of the history.
 
 It is bounded by leaving out whole entries (oldest first, with a count), never by cutting one, and it
@@ -16,6 +16,7 @@ stays byte-identical.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -34,6 +35,7 @@ __all__ = [
     "TASK_DIGEST_ID",
     "TASK_DIGEST_MAX_CHARS",
     "SettledPlan",
+    "TaskDigestReader",
     "plan_with_cut_supplements",
     "settle_cut_supplements",
     "task_digest",
@@ -51,7 +53,7 @@ _CEILING_SHARE: Final = 0.75
 _CHARS_PER_TOKEN: Final = 3  # paths and commands tokenise densely: a safe side for the budget
 _REQUEST_CHARS: Final = 600
 _INSTRUCTION_CHARS: Final = 160
-_OPEN_ERRORS: Final = 5
+_OPEN_ERRORS: Final = 10  # as many as the results a model looks back on
 _ARGUMENT_CHARS: Final = 160
 _ERROR_CHARS: Final = 160
 _EARLY_INSTRUCTIONS: Final = 4
@@ -69,20 +71,30 @@ _MAIN_KEYS: Final = (
 )  # fmt: skip
 _EXIT: Final = re.compile(r"\[exit code (-?\d+)\]|exit (?:code|status)[ =:]*(-?\d+)", re.IGNORECASE)
 _ERROR_LINE: Final = re.compile(r"error|fail|traceback|exception|panic", re.IGNORECASE)
+_PASSED: Final = " (passed since)"
+_BARE_TRACEBACK: Final = re.compile(r"\s*traceback \(most recent call last\):?\s*$", re.IGNORECASE)
 # Text holding a privacy marker tag is left out: its spans only mean what they say in their own string.
 _TAG: Final = re.compile(r"\[/?ds4:", re.IGNORECASE)
-# Kinds whose items stand for history messages at their original index.
-_HISTORY_KINDS: Final = frozenset({"message", "trimmed-tool-result", "receipt"})
+# Kinds whose items send a history message as it was written.
+_VERBATIM_KINDS: Final = frozenset({"message", "pin", "current-request"})
 
 
 def cut_messages(messages: Sequence[CanonicalMessage], plan: ContextPlan) -> Sequence[CanonicalMessage]:
-    """The messages before the first history message ``plan`` keeps (pinned ones stay in the count)."""
-    kept = [item.original_index for item in plan.items if item.kind in _HISTORY_KINDS]
-    first = min((index for index in kept if index is not None), default=None)
-    if first is None:
-        # nothing but mandatory items survived: all history before the current request was cut
-        first = next((item.original_index for item in plan.items if item.kind == "current-request"), None)
-    return messages[: first or 0]
+    """The messages before ``plan``'s cut, empty when the plan sends every one of them verbatim.
+
+    The cut is the planner's sticky one (``plan.state.dropped_messages``), which moves only in a
+    compaction: what is built from it (the digest, the retrieved history) then stays byte-identical from
+    one step to the next, whatever the plan keeps in front of it (pins, an earlier request held there).
+    """
+    if plan.fallback is not None:
+        return messages[:0]
+    cut = min(plan.state.dropped_messages, len(messages))
+    held = {
+        item.original_index
+        for item in plan.items
+        if item.kind in _VERBATIM_KINDS and item.original_index is not None and item.original_index < cut
+    }
+    return messages[:0] if len(held) >= cut else messages[:cut]
 
 
 def digest_chars(plan: ContextPlan, *, beside: Iterable[SupplementalItem] = ()) -> int:
@@ -121,9 +133,12 @@ def _outcome(result: ToolResultBlock) -> tuple[str, str | None]:
     code = next((group for group in found.groups() if group is not None), "0") if found else "0"
     if not result.is_error and code == "0":
         return "", None
-    # a line that says something: not a banner of '=' or '-' around one word (pytest's FAILURES)
+    # a line that says something: not a banner of '=' or '-' around one word (pytest's FAILURES), and
+    # not a bare traceback header, which only says that something failed (the exception's line does)
     lines = [line for line in content.splitlines() if len(line.strip(" =-_*#")) > len("FAILURES")]
-    line = next((line for line in lines if _ERROR_LINE.search(line)), lines[0] if lines else "failed")
+    matching = [line for line in lines if _ERROR_LINE.search(line)]
+    named = (line for line in matching if not _BARE_TRACEBACK.match(line))
+    line = next(named, matching[0] if matching else lines[0] if lines else "failed")
     return (f"exit {code}" if code != "0" else "error"), _shorten(line, _ERROR_CHARS)
 
 
@@ -136,6 +151,12 @@ class _Recent:
         self.cap = cap
         self.entries: OrderedDict[str, list[object]] = OrderedDict()
         self.forgotten = 0
+
+    def copy(self) -> _Recent:
+        twin = _Recent(self.cap)
+        twin.entries = OrderedDict((key, list(record)) for key, record in self.entries.items())
+        twin.forgotten = self.forgotten
+        return twin
 
     def touch(self, key: str) -> list[object]:
         """The record of ``key`` (``[count, status]``), counted once more and moved to the newest end."""
@@ -170,10 +191,21 @@ class DigestBuilder:
         self.changed = _Recent()  # path -> [count, "edit"/"write" ...]
         self.read = _Recent()
         self.calls: dict[str, _Recent] = {}  # tool -> identity -> [count, last status]
-        self.errors: OrderedDict[str, str] = OrderedDict()  # identity -> first error line, open
+        # identity -> first error line of its newest failure (marked once the same call went through)
+        self.errors: OrderedDict[str, str] = OrderedDict()
         self.host: list[str] = []  # goals of the host's own compaction summaries, newest last
         self.tools: Counter[str] = Counter()
         self._pending: dict[str, tuple[str, str]] = {}  # call id -> (tool, identity)
+
+    def copy(self) -> DigestBuilder:
+        """An independent builder that has read the same: fed more, it leaves this one as it is."""
+        twin = copy.copy(self)
+        twin.early, twin.late, twin.host = list(self.early), list(self.late), list(self.host)
+        twin.changed, twin.read = self.changed.copy(), self.read.copy()
+        twin.calls = {name: records.copy() for name, records in self.calls.items()}
+        twin.errors, twin.tools = OrderedDict(self.errors), Counter(self.tools)
+        twin._pending = dict(self._pending)
+        return twin
 
     def feed(self, messages: Iterable[CanonicalMessage]) -> None:
         for message in messages:
@@ -260,11 +292,14 @@ class DigestBuilder:
         if calls is not None and identity in calls.entries:
             calls.entries[identity][1] = status
         key = f"{name} {identity}".strip()
-        self.errors.pop(key, None)
         if line is not None:
-            self.errors[key] = line  # open until the same call goes through
+            self.errors.pop(key, None)
+            self.errors[key] = line  # the newest failure of the call, open until the same call goes through
             if len(self.errors) > _MAX_ENTRIES:
                 self.errors.popitem(last=False)
+        elif key in self.errors and not self.errors[key].endswith(_PASSED):
+            # kept in its place, marked: the model still reads what the recent failure said
+            self.errors[key] += _PASSED
 
     def source_ids(self) -> tuple[str, ...]:
         """The requests the digest quotes (restore shows them)."""
@@ -277,7 +312,7 @@ class DigestBuilder:
             return None
         # What does not change from one compaction to the next comes first (the header, the original
         # request, the first instructions, the host's summaries), then the lists that grow at their ends,
-        # then what moves (the latest instructions, the open errors, the counts): a provider's prompt
+        # then what moves (the latest instructions, the recent errors, the counts): a provider's prompt
         # cache keeps the longest run of unchanged text.
         lines = [TASK_DIGEST_HEADER]
         if self.request is not None:
@@ -310,7 +345,7 @@ class DigestBuilder:
         # (title, entries newest first, forgotten, separator, moving): in the order the budget serves them
         sections: list[tuple[str, list[str], int, str, bool]] = [
             ("Files changed", entries(self.changed, counted), self.changed.forgotten, ", ", False),
-            ("Open errors", errors[:_OPEN_ERRORS], max(0, len(errors) - _OPEN_ERRORS), "; ", True),
+            ("Recent errors", errors[:_OPEN_ERRORS], max(0, len(errors) - _OPEN_ERRORS), "; ", True),
         ]
         for name in sorted(self.calls):
             records = self.calls[name]
@@ -370,12 +405,64 @@ def digest_item(builder: DigestBuilder, max_chars: int) -> SupplementalItem | No
     return SupplementalItem(id=TASK_DIGEST_ID, kind="summary", text=text, source_ids=builder.source_ids())
 
 
+class TaskDigestReader:
+    """The task digest of a growing history's cut, each message read once for all the plans of a session.
+
+    A compaction feeds it only what it newly cut, so a 10,000-edit history costs one pass in all, not one
+    per compaction. It keeps the few newest readers (the planning passes of one step may try a cut and
+    come back to an earlier one): a copy of the furthest that read a prefix of the cut is fed the rest. A
+    history that is not an extension of what was read (a host compaction starts another branch view) is
+    read afresh. ``fed`` counts the messages read in all, for a host that checks what a step costs.
+    """
+
+    def __init__(self, *, write_tools: Iterable[str] = DEFAULT_WRITE_TOOLS, keep: int = 4) -> None:
+        self._write_tools = tuple(write_tools)
+        self._keep = max(1, keep)
+        self._held: list[tuple[str | None, DigestBuilder]] = []
+        self.fed = 0
+
+    def digest(
+        self,
+        messages: Sequence[CanonicalMessage],
+        plan: ContextPlan,
+        *,
+        beside: Iterable[SupplementalItem] = (),
+        max_chars: int | None = None,
+    ) -> SupplementalItem | None:
+        """The digest of what ``plan`` cut from ``messages`` (as :func:`task_digest` builds it)."""
+        cut = len(cut_messages(messages, plan))
+        if not cut:
+            return None
+        limit = max_chars if max_chars is not None else digest_chars(plan, beside=beside)
+        return digest_item(self.builder(messages, cut), limit)
+
+    def builder(self, messages: Sequence[CanonicalMessage], cut: int) -> DigestBuilder:
+        """The reader fed with ``messages[:cut]``, from the furthest kept one that read a prefix of it."""
+        first = messages[0].id if messages else None
+        best: DigestBuilder | None = None
+        for held_first, held in self._held:
+            if (
+                held_first == first
+                and held.consumed <= cut
+                and (not held.consumed or messages[held.consumed - 1].id == held.last_id)
+                and (best is None or held.consumed > best.consumed)
+            ):
+                best = held
+        if best is not None and best.consumed == cut:
+            return best
+        builder = best.copy() if best is not None else DigestBuilder(write_tools=self._write_tools)
+        self.fed += cut - builder.consumed
+        builder.feed(messages[builder.consumed : cut])
+        self._held = [*self._held, (first, builder)][-self._keep :]
+        return builder
+
+
 def cut_key(messages: Sequence[CanonicalMessage], plan: ContextPlan) -> tuple[int, str | None, str | None]:
     """What names the cut of ``plan`` in a session that grows by appends: its length, first and last id.
 
     Two plans with the same key cut the same messages, so what was built from the cut still holds.
     """
-    cut = len(cut_messages(messages, plan)) if plan.fallback is None else 0
+    cut = len(cut_messages(messages, plan))
     if not cut:
         return 0, None, None
     return cut, messages[0].id, messages[cut - 1].id
@@ -426,6 +513,11 @@ def settle_cut_supplements(
     compaction, not at every step). The key returned is the cut of the plan returned, which was planned
     with the supplements returned: should the passes end before the supplements sit on their own cut,
     the next step at that cut still keeps them byte for byte instead of rebuilding them.
+
+    A plan at the very edge of the soft limit can still change them without compacting: the plan with
+    the carried supplements compacts, the supplements rebuilt for its cut come out a few tokens smaller,
+    and the plan made with them fits at the old cut. That plan is returned (it holds what was cut, where
+    keeping the old supplements on the moved cut would lose it); the next step compacts.
     """
     extra = planned_with
     built_for = planned_for

@@ -19,7 +19,7 @@ from typing import Final
 
 from ds4_context_core import CanonicalMessage, ModelDescriptor
 from ds4_context_core.planner import fast_chars_v1
-from ds4_context_engine.pi import PiContext, PiSession, pi_reported_usages
+from ds4_context_engine.pi import PiContext, PiReportedUsage, PiSession, pi_reported_usages
 
 from ._calibrate import calibration_profile
 
@@ -39,9 +39,10 @@ class MessagePrefix:
     switched leaf, a pin that changed the messages' flags) starts them over.
     """
 
-    __slots__ = ("first_position", "ids", "last", "pinned", "resets", "running")
+    __slots__ = ("first_position", "ids", "last", "pinned", "resets", "running", "usages")
 
     def __init__(self) -> None:
+        self.usages = _UsageIndex()
         self.ids: list[str] = []
         self.first_position: dict[str, int] = {}
         self.running: list[int] = [0]
@@ -68,6 +69,36 @@ class MessagePrefix:
             self.last = messages[-1]
 
 
+class _UsageIndex:
+    """The session's usable reported usages grouped by calibration profile, extended by what was appended.
+
+    Without it each plan walks every usage of the session when the newest calls are of another model
+    (a replay, a switched model): the per-step cost would follow the whole history, not the append.
+    """
+
+    __slots__ = ("by_profile", "first", "seen")
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.first: object = None
+        self.by_profile: dict[str, list[PiReportedUsage]] = {}
+
+    def of(self, usages: Sequence[PiReportedUsage], profile: str) -> list[PiReportedUsage]:
+        if usages and (usages[0] is not self.first or len(usages) < self.seen):
+            self.seen, self.first, self.by_profile = 0, usages[0], {}  # another session read: start over
+        for usage in usages[self.seen :]:
+            if (
+                usage.complete
+                and usage.input_tokens
+                and usage.provider is not None
+                and usage.model is not None
+            ):
+                key = calibration_profile(usage.provider, usage.model)
+                self.by_profile.setdefault(key, []).append(usage)
+        self.seen = len(usages)
+        return self.by_profile.get(profile, [])
+
+
 def usage_overhead(
     session: PiSession,
     context: PiContext,
@@ -89,20 +120,13 @@ def usage_overhead(
     compaction = session.entry(context.compaction_entry_id) if context.compaction_entry_id else None
     after_line = compaction.line if compaction is not None else -1
     calls: list[tuple[int, int]] = []  # (position of the answer, reported input)
-    for usage in reversed(pi_reported_usages(session)):  # newest first
+    for usage in reversed(prefix.usages.of(pi_reported_usages(session), profile)):  # newest first
         if usage.entry.line <= after_line:
             break  # this one and all older ones were sent what the compaction replaced
         answer = first_position.get(usage.entry.id)
-        if (
-            answer is None
-            or not usage.complete
-            or not usage.input_tokens
-            or usage.provider is None
-            or usage.model is None
-            or calibration_profile(usage.provider, usage.model) != profile
-        ):
-            continue
-        calls.append((answer, usage.input_tokens))
+        if answer is None:
+            continue  # another branch's
+        calls.append((answer, usage.input_tokens or 0))
         if len(calls) == OVERHEAD_CALLS:
             break
     if not calls:

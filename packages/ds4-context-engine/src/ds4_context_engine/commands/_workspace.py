@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -25,11 +24,9 @@ from ds4_context_engine.commands._calibrate import (
     stored_calibration,
 )
 from ds4_context_engine.commands._digest import (
-    DigestBuilder,
     SettledPlan,
+    TaskDigestReader,
     cut_messages,
-    digest_chars,
-    digest_item,
     settle_cut_supplements,
 )
 from ds4_context_engine.commands._llm_summary import SUMMARY_TIMEOUT_S, summarize_cut, summary_supplements
@@ -135,7 +132,7 @@ class ContextWorkspace:
         self._settled: SettledPlan | None = None
         self._settled_version = 0  # the summaries version ``_settled`` was built with
         # the task digest's reader, kept from plan to plan: a compaction feeds it what it newly cut only
-        self._digests: list[tuple[str | None, DigestBuilder]] = []
+        self._digests: TaskDigestReader | None = None
         self._prefix = MessagePrefix()  # the branch's running token sums, for the measured overhead
         self._candidates: tuple[tuple[Any, ...], tuple[tuple[CanonicalMessage, str], ...]] | None = None
         self._summaries_version = 0  # counts summaries remembered by this workspace
@@ -393,8 +390,7 @@ class ContextWorkspace:
             covered = tuple(item for item in summaries if cut_ids.issuperset(item.source_ids))
             digest = None
             if self.task_digest:
-                builder = self._digest_builder(context.messages, len(cut))
-                digest = digest_item(builder, digest_chars(cut_plan, beside=covered))
+                digest = self._digest_reader().digest(context.messages, cut_plan, beside=covered)
             # Retrieved excerpts are old history: they go in front, after the summaries, and stay there
             # until the next compaction, so a new request does not move them and the prefix survives.
             retrieved = tuple(
@@ -451,33 +447,14 @@ class ContextWorkspace:
         self._candidates = (key, found)
         return found
 
-    def _digest_builder(self, messages: Sequence[CanonicalMessage], cut: int) -> DigestBuilder:
-        """The digest reader fed with ``messages[:cut]``, from the furthest kept one that read a prefix.
-
-        The few newest readers are kept (the planning passes of one step may try a cut and come back to
-        an earlier one): a copy of the best is fed the rest, so a compaction reads what it newly cut.
-        """
-        first = messages[0].id if messages else None
-        best: DigestBuilder | None = None
-        for held_first, held in self._digests:
-            if (
-                held_first == first
-                and held.consumed <= cut
-                and (not held.consumed or messages[held.consumed - 1].id == held.last_id)
-                and (best is None or held.consumed > best.consumed)
-            ):
-                best = held
-        if best is not None and best.consumed == cut:
-            return best
-        builder = copy.deepcopy(best) if best is not None else None
-        if builder is None:
+    def _digest_reader(self) -> TaskDigestReader:
+        """The task digest's reader, kept from plan to plan: a compaction feeds it what it newly cut."""
+        if self._digests is None:
             write_tools = (
                 DEFAULT_WRITE_TOOLS if self._config_result is None else self.config.pruning.write_tools
             )
-            builder = DigestBuilder(write_tools=write_tools)
-        builder.feed(messages[builder.consumed : cut])
-        self._digests = [*self._digests[-(_DIGEST_READERS - 1) :], (first, builder)]
-        return builder
+            self._digests = TaskDigestReader(write_tools=write_tools, keep=_DIGEST_READERS)
+        return self._digests
 
     def stored_summaries(self) -> tuple[StoredSummary, ...]:
         """The cached summary outcomes of this session: from the store, else kept in this workspace."""
