@@ -60,6 +60,7 @@ class DefaultPlanner(msgspec.Struct, frozen=True, kw_only=True):
     memory_tokens: int | None = None
     compaction_batch_ratio: float = 0.2
     compaction_low_water_ratio: float = 0.5
+    fixed_head_ratio: float = 0.25
     task_digest: bool = True
 
 

@@ -140,6 +140,14 @@ class PlannerConfig(_Section):
         description="Share of the room for history (the hard limit less the fixed overhead and the task "
         "digest) a compaction keeps: the lower, the more steps append before the next one moves the cut.",
     )
+    fixed_head_ratio: float = Field(
+        default=0.25,
+        ge=0.0,
+        le=0.5,
+        description="Share of the room for history the oldest kept messages may take as a fixed head: "
+        "kept byte for byte at every compaction (the cut moves after it) while the task digest is on, so "
+        "a compaction keeps the cached prefix up to the digest. 0 moves the cut from the front.",
+    )
     task_digest: bool = Field(
         default=True,
         description="Put a digest of the task (requests, files changed, commands, errors) that the cut "

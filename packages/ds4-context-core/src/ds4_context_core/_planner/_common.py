@@ -33,6 +33,22 @@ def compaction_goal(inputs: PlanInputs) -> int:
     return max(0, min(budget.target_tokens, budget.soft_limit - batch, low_water))
 
 
+def head_budget(inputs: PlanInputs) -> int:
+    """The most tokens the fixed head may take: ``planner.fixed_head_ratio`` of the room for history
+    (the hard limit less the fixed overhead and the digest), 0 without core's own task digest.
+
+    The head keeps messages in front of a cut that moved past them; only the digest can stand for what
+    the cut then leaves out between the head and the window. A host that builds its own digest from the
+    messages before the first one kept would miss that span, so without core's digest there is no head.
+    """
+    planner = inputs.config.planner
+    if not planner.task_digest or planner.fixed_head_ratio <= 0:
+        return 0
+    budget = inputs.budget
+    base = min(budget.hard_limit, budget.fixed_tokens + digest_reserve(inputs))
+    return int((budget.hard_limit - base) * planner.fixed_head_ratio)
+
+
 class NameCache:
     """``normalize_tool_name`` remembered per plan: a session uses few tool names many times."""
 

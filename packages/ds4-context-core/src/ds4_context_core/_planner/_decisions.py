@@ -170,6 +170,11 @@ class Decisions:
     # passed: a request of a long turn, pins). They stay in front until the cut moves again, so the
     # next turn's plan still starts with the same messages (``_mandatory.retain_front``).
     front: tuple[int, ...] = ()
+    # Roots of the fixed head: the oldest kept units, sent first (before the digest) and byte for byte
+    # at every compaction, which moves the cut after them (``_mandatory.retain_head``).
+    head: tuple[int, ...] = ()
+    # Whether a previous plan's state was adopted: a head is chosen only to keep a prefix already sent.
+    adopted: bool = False
     # Position -> the copy sent of a message whose calls were interrupted (a call without a result
     # before a later user turn), and the roots of the units holding one (``_interrupted``).
     interrupted: dict[int, Trim] = field(default_factory=dict)

@@ -1,7 +1,8 @@
-"""The planner's task digest: rendered for the history before the cut, in front of the plan.
+"""The planner's task digest: rendered for the history before the cut, in front of the plan's history
+(after the fixed head, which a compaction keeps byte for byte while the digest changes).
 
 The digest changes only when the cut moves, which happens only in a compaction, so between
-compactions the plan's first message is byte-identical and the cached prefix survives. A compaction
+compactions the front of the plan is byte-identical and the cached prefix survives. A compaction
 makes room for the largest digest the budget allows (``digest_reserve``) before it frees tokens, so the
 new, longer digest cannot push the next plan over the soft limit at once.
 """

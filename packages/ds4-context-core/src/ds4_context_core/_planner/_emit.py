@@ -1,7 +1,8 @@
 """Emit: the plan's messages and items in send order, from the window and the decisions.
 
-Order: system messages the cut has passed (pinned), front supplements (memory, summaries, items placed
-in front, the planner's task digest last of them), the other mandatory units the cut has passed, then
+Order: system messages the cut has passed (pinned), the fixed head (the oldest units kept, the same at
+every compaction), front supplements (memory, summaries, items placed in front, the planner's task
+digest last of them), the other mandatory units the cut has passed, then
 the window in history order with trims and receipts applied; the other supplements go right before the
 current request.
 """
@@ -190,11 +191,16 @@ def emit(
     # A system message the cut passed (kept as a pin) still leads the plan, before the supplements.
     view = index.view
     leading = [root for root in passed if view[root].role == "system"]
+    # Then the fixed head, which stays byte for byte across compactions, before the digest that
+    # changes at each of them: a compaction keeps the cached prefix up to the digest.
+    systems = set(leading)
+    leading += [root for root in decisions.head if root < decisions.cut and root not in systems]
     for root in leading:
         emitter.mandatory(root, mandatory[root])
     emitter.supplements(front)
+    done = set(leading)
     for root in passed:
-        if root not in leading:
+        if root not in done:
             emitter.mandatory(root, mandatory[root])
     out = emitter.out
     messages, items = out.messages, out.items

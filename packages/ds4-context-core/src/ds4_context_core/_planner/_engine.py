@@ -7,10 +7,12 @@ the compaction window (``_window``, which runs layer 1 ``_trim`` and layer 2 ``_
 judge's ``_verdicts``), emit (``_emit``), self-validation (``_validate``) and the manifest
 (``_manifest``). Any :class:`~._decisions.FallbackError` becomes a fallback plan (``_fallback``).
 
-Cache stability comes from three sticky decisions kept in :class:`PlanState`: a *cut* (everything
-before it is out, except mandatory items), trimmed results and receipts. They change only in a
-*compaction*, which happens when the plan would pass the soft limit and then frees at least a batch of
-tokens at once, so between compactions every plan extends the previous one byte for byte.
+Cache stability comes from four sticky decisions kept in :class:`PlanState`: a *cut* (everything
+before it is out, except mandatory items), trimmed results, receipts and a *fixed head* (the oldest
+units kept, sent first). The first three change only in a *compaction*, which happens when the plan
+would pass the soft limit and then frees at least a batch of tokens at once, so between compactions
+every plan extends the previous one byte for byte; the head survives compactions too (the cut moves
+after it), so at a compaction the plan still shares the head with the previous one.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ._digest_stage import digest_reserve, digest_supplement, insert_digest, pla
 from ._emit import Emitted, emit
 from ._fallback import empty_budget, fallback_plan
 from ._index import HistoryIndex, HistoryIndexError, MessageSanitizer, TokenEstimator, sync_index
-from ._mandatory import release_front, retain_front, select_mandatory
+from ._mandatory import extend_head, release_front, retain_front, retain_head, select_mandatory
 from ._manifest import build_manifest, record_exclusions
 from ._plan import ContextPlan, restore
 from ._pruning import DefaultJudge, Judge
@@ -41,7 +43,7 @@ from ._structure import check_destination, repair_structure, structure_problem
 from ._supplements import select_supplements
 from ._types import FALLBACK_MODE_BLOCKED, FALLBACK_MODE_NATIVE, PlanBudget, PlanDiagnostic, SupplementalItem
 from ._validate import atomicity_problem
-from ._window import compact, open_window, skip_far_history
+from ._window import compact_after_head, open_window, skip_far_history
 
 if TYPE_CHECKING:
     from ds4_context_core.config import Ds4ContextConfig
@@ -200,10 +202,12 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
     index = inputs.index
     decisions = adopt_state(state, inputs)
     mandatory = select_mandatory(inputs, decisions)
+    retain_head(inputs, decisions, mandatory)
     retained = retain_front(inputs, decisions, mandatory)
     current = index.current_request()
     assert current is not None  # select_mandatory raised otherwise
     supplements = select_supplements(inputs, decisions, index.view[current])
+    extend_head(inputs, decisions, mandatory)
     jumped = skip_far_history(inputs, decisions)
     digest = digest_supplement(inputs, decisions)
     if digest is not None:
@@ -219,7 +223,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
             window.supplements.remove(digest)
         window.usage += room - release_front(inputs, mandatory, retained)
         cut = decisions.cut
-        compact(inputs, decisions, window, mandatory, jumped)
+        compact_after_head(inputs, decisions, window, mandatory, jumped)
         window.usage -= room + held
         if digest is not None and decisions.cut == cut and window.usage + held <= inputs.budget.hard_limit:
             place_digest(window, digest)
@@ -254,6 +258,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         history_tokens=emitted.history_tokens,
         total_tokens=total,
     )
+    head = decisions.head
     new_state = PlanState(
         index=index,
         source=inputs.messages,
@@ -264,7 +269,8 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         previous_messages=plan_messages,
         estimator=inputs.estimator,
         digest=decisions.digest,
-        front=tuple(sorted(root for root in mandatory if root < decisions.cut)),
+        front=tuple(sorted(root for root in mandatory if root < decisions.cut and root not in head)),
+        head=head,
     )
     return ContextPlan(
         messages=plan_messages,

@@ -9,7 +9,7 @@ import msgspec
 
 from ds4_context_core._history._model import CanonicalBlock, CanonicalMessage, TextBlock
 
-from ._common import original_unit_tokens
+from ._common import head_budget, original_unit_tokens
 from ._decisions import Decisions, FallbackError, MandatoryReason, PlanInputs, Trim
 from ._pruning import trim_text
 from ._types import (
@@ -24,6 +24,7 @@ _CURRENT_REQUEST = MandatoryReason("current-request", "current-request", PRIORIT
 _PIN_LABEL = MandatoryReason("pin", "pin-label", PRIORITY_PIN_LABEL)
 _PERSISTENT_PIN = MandatoryReason("pin", "persistent-pin", PRIORITY_PERSISTENT_PIN)
 RETAINED_FRONT: Final = MandatoryReason("message", "retained-history", PRIORITY_RECENT_TURN)
+FIXED_HEAD: Final = MandatoryReason("message", "fixed-head", PRIORITY_RECENT_TURN)
 
 
 def _label_positions(inputs: PlanInputs) -> list[int]:
@@ -182,3 +183,81 @@ def release_front(inputs: PlanInputs, mandatory: dict[int, MandatoryReason], kep
             del mandatory[root]
             freed += original_unit_tokens(inputs.index, root)
     return freed
+
+
+def retain_head(inputs: PlanInputs, decisions: Decisions, mandatory: dict[int, MandatoryReason]) -> None:
+    """Keep the fixed head of the previous plan: its units become mandatory, so that no compaction
+    trims, receipts or drops them and the plan keeps starting with the same messages.
+
+    A head that no longer describes whole, complete units of this history (or that this configuration
+    has no room for) is forgotten whole: a part of it would not be the previous plan's prefix anyway.
+    """
+    head = decisions.head
+    if not head:
+        return
+    index = inputs.index
+    if head_budget(inputs) <= 0 or any(
+        root >= inputs.size or root in index.incomplete or index.unit_of(root) != root for root in head
+    ):
+        decisions.head = ()
+        return
+    for root in head:
+        mandatory.setdefault(root, FIXED_HEAD)
+
+
+def head_tokens(inputs: PlanInputs, decisions: Decisions) -> int:
+    """The tokens of the fixed head's units as the history holds them."""
+    index = inputs.index
+    return sum(original_unit_tokens(index, root) for root in decisions.head)
+
+
+def release_head(inputs: PlanInputs, decisions: Decisions, mandatory: dict[int, MandatoryReason]) -> int:
+    """Forget the fixed head (its units go with the cut, but for those mandatory on their own); returns
+    the tokens that leave the plan."""
+    freed = 0
+    for root in decisions.head:
+        if mandatory.get(root) is FIXED_HEAD:
+            del mandatory[root]
+            freed += original_unit_tokens(inputs.index, root)
+    decisions.head = ()
+    return freed
+
+
+def extend_head(inputs: PlanInputs, decisions: Decisions, mandatory: dict[int, MandatoryReason]) -> None:
+    """Grow the fixed head over the units after it, within :func:`head_budget`, until a compaction has
+    moved the cut past it (from then on it stays as it is).
+
+    The head is the oldest history the plan sends, as the previous plan sent it (untrimmed, without
+    receipt), so keeping it in front at a compaction keeps the prefix a prompt cache holds. Units that
+    are mandatory anyway (the request of the turn in progress) join it too: they stay in it when they
+    are mandatory no more. Only a plan that follows another grows it: a cold plan has no prefix to keep.
+    """
+    head = decisions.head
+    if not decisions.adopted or (head and head[-1] < decisions.cut):
+        return
+    budget = head_budget(inputs)
+    if budget <= 0:
+        return
+    index = inputs.index
+    parent, find, members_of, incomplete = index.parent, index.find, index.unit_members, index.incomplete
+    trims, receipt_of = decisions.trims, decisions.receipt_of
+    used = head_tokens(inputs, decisions)
+    chosen = list(head)
+    start = head[-1] + 1 if head else decisions.cut
+    for position in range(start, inputs.size):
+        up = parent[position]
+        if up >= 0 and (up if parent[up] == up else find(position)) != position:
+            continue  # a later member of a unit rooted earlier
+        if position in incomplete or position in receipt_of:
+            break
+        if trims and not trims.keys().isdisjoint(members_of(position)):
+            break
+        used += original_unit_tokens(index, position)
+        if used > budget:
+            break
+        chosen.append(position)
+    if len(chosen) == len(head):
+        return
+    for root in chosen[len(head) :]:
+        mandatory.setdefault(root, FIXED_HEAD)
+    decisions.head = tuple(chosen)

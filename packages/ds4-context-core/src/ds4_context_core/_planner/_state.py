@@ -24,6 +24,7 @@ class PlanState:
         "_digest",
         "_estimator",
         "_front",
+        "_head",
         "_index",
         "_previous_messages",
         "_receipts",
@@ -44,9 +45,11 @@ class PlanState:
         estimator: TokenEstimator | None = None,
         digest: DigestState | None = None,
         front: tuple[int, ...] = (),
+        head: tuple[int, ...] = (),
     ) -> None:
         self._digest = digest
         self._front = front
+        self._head = head
         self._index = index
         self._source = source
         self._cut = cut
@@ -125,4 +128,6 @@ def adopt_state(state: PlanState | None, inputs: PlanInputs) -> Decisions:
     decisions.compactions = state._compactions
     decisions.digest = state._digest
     decisions.front = state._front
+    decisions.head = state._head
+    decisions.adopted = bool(state._previous_messages)
     return decisions

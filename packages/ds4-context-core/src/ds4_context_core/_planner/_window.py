@@ -3,7 +3,9 @@
 Between compactions every plan extends the previous one byte for byte: the cut, trims and receipts are
 sticky. A compaction runs when the plan would pass the soft limit (or when far history was skipped) and
 frees at least a batch of tokens at once: layer 1 trims (``_trim``), layer 2 receipts (``_receipts``),
-then the cut advances over the oldest units.
+then the cut advances over the oldest units. The fixed head (the oldest units kept, mandatory while the
+budget allows it) is never trimmed or dropped: the cut moves after it (``compact_after_head``), so a
+compaction keeps the plan's prefix up to the digest.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import bisect
 from collections.abc import Mapping
 from typing import Final
 
-from ._common import compaction_goal, hash16, original_unit_tokens
+from ._common import compaction_goal, hash16, head_budget, original_unit_tokens
 from ._decisions import Decisions, MandatoryReason, PlanInputs, Supplement, Window
 from ._interrupted import interruptible, repair_interrupted
+from ._mandatory import head_tokens, release_head
 from ._receipts import make_receipts
 from ._supplements import drop_supplements
 from ._trim import trim_results, trim_turn
@@ -332,4 +335,36 @@ def compact(
         gate_exclusions=tuple(GateCount(gate=gate, count=count) for gate, count in sorted(gates.items())),
     )
     window.units = kept
+    window.stragglers = stragglers_after(inputs, decisions.cut)
+
+
+def compact_after_head(
+    inputs: PlanInputs,
+    decisions: Decisions,
+    window: Window,
+    mandatory: dict[int, MandatoryReason],
+    jumped: int,
+) -> None:
+    """One compaction that keeps the fixed head (mandatory units, which no compaction touches) and
+    moves the cut after it; the head goes first when the budget no longer allows it."""
+    if decisions.head and head_tokens(inputs, decisions) > head_budget(inputs):
+        window.usage -= release_head(inputs, decisions, mandatory)  # a smaller budget than it had
+    compact(inputs, decisions, window, mandatory, jumped)
+    if decisions.head and window.usage > inputs.budget.soft_limit:
+        # The head left too little to compact into: the next step would compact again.
+        window.usage -= release_head(inputs, decisions, mandatory)
+    _cut_after_head(inputs, decisions, window)
+
+
+def _cut_after_head(inputs: PlanInputs, decisions: Decisions, window: Window) -> None:
+    """Move the cut past the fixed head when a compaction left it inside: the head leads the plan in
+    front of the digest (``_emit``), which stands for everything before the cut."""
+    head = decisions.head
+    if not head or decisions.cut > head[-1]:
+        return
+    last = head[-1]
+    rest = [root for root in window.units if root > last]
+    decisions.cut = max(decisions.cut, rest[0] if rest else inputs.size)
+    decisions.forget_before(decisions.cut)
+    window.units = rest
     window.stragglers = stragglers_after(inputs, decisions.cut)
