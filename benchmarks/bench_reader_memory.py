@@ -39,8 +39,8 @@ _SHAPES = ("tiny", "small", "calls", "edge", "medium")
 _READERS = ("core", "reference", "pi", "view", "view-3x")
 _SESSION = "bench"
 _RUNTIME = "jsonl-reference"
-# text of the ``edge`` shape: a Pi line of PI_VIEW_3X_MIN_LINE_BYTES (640) with its ids and timestamp
-_EDGE_TEXT = 486
+# text of the ``edge`` shape: Pi lines averaging just over PI_VIEW_3X_MIN_LINE_BYTES (640)
+_EDGE_TEXT = 490
 
 _CHILD = r"""
 import json, resource, sys, time, tracemalloc

@@ -32,9 +32,9 @@ __all__ = ["PI_VIEW_3X_MIN_LINE_BYTES", "PiRevisionCache", "PiSessionView", "pi_
 
 #: The ``min_line_bytes`` that keeps a view within 3x its file (``PiSessionView(path, min_line_bytes=...)``;
 #: the default is the reader's 128). A view holds the file, an entry (~200 bytes) per line and, for each
-#: message, its canonical form: ~500 bytes plus its decoded text, so a message line of ``n`` bytes costs
-#: about ``2n + 500`` and a session of lines averaging ``n`` bytes takes ``2 + 500/n`` times its file:
-#: 2.8x at 640. Not the default: long sessions of short steps (10,000 small edits) average less and
+#: message, its canonical form: ~550 bytes plus its decoded text, so a message line of ``n`` bytes costs
+#: about ``2n + 550`` and a session of lines averaging ``n`` bytes takes ``2 + 550/n`` times its file:
+#: 2.9x at 640. Not the default: long sessions of short steps (10,000 small edits) average less and
 #: would be refused.
 PI_VIEW_3X_MIN_LINE_BYTES: Final = 640
 
