@@ -35,7 +35,13 @@ Per step, a plan is checked against the whole branch so far (for a Pi session, a
 - shared prefix ceiling: the most the shared prefix can be at a step whatever the planner does, when the
   messages appended since the previous call are sent whole: 1 - their tokens / the room for history (the
   hard limit less the fixed tokens), mean, median, p10 over the steps after the first. A goal above it
-  cannot be met by any planner on that session and window;
+  cannot be met by any planner on that session and window. Why it binds every planner, compacting or
+  not: a plan of ``P <= R`` history tokens that sends the ``a`` new tokens shares at most ``P - a`` of
+  them, so its ratio is at most ``1 - a / P <= 1 - a / R``; a step that must drop tokens (the previous plan
+  plus ``a`` pass ``R``) shares at most what comes before the first message it drops, which is again at
+  most ``R - a`` (dropping right before the new messages reaches it; dropping earlier, as a cut from the
+  front does, shares less). It is reached only by a plan that fills the room at every step, which is
+  why a real planner, which compacts in batches down to a low-water mark, stays below it;
 - tokens saved: 1 - planned / native tokens over the steps whose native request passes the hard limit;
 - plan time per step (CPU).
 

@@ -173,6 +173,7 @@ class Decisions:
     # Roots of the fixed head: the oldest kept units, sent first (before the digest) and byte for byte
     # at every compaction, which moves the cut after them (``_mandatory.retain_head``).
     head: tuple[int, ...] = ()
+    head_tokens: int = 0  # of all its units as the history holds them (the estimates never change)
     # Whether a previous plan's state was adopted: a head is chosen only to keep a prefix already sent.
     adopted: bool = False
     # Position -> the copy sent of a message whose calls were interrupted (a call without a result

@@ -17,6 +17,7 @@ from typing import Final
 from ds4_context_core._history._model import CanonicalMessage
 
 from ._decisions import Decisions, MandatoryReason, PlanInputs, Supplement, Window
+from ._mandatory import FIXED_HEAD
 from ._types import PRIORITY_RECENT_TURN, PlanItem
 
 _FRONT_KINDS: Final = frozenset({"memory", "summary"})
@@ -127,6 +128,37 @@ class _Emitter:
                 )
             )
 
+    def leading(self, root: int, why: MandatoryReason) -> None:
+        """A unit in front of the supplements: a system message or the fixed head."""
+        if why is FIXED_HEAD and root != self.current:
+            self.verbatim(root, why.reason)
+        else:
+            self.mandatory(root, why)
+
+    def verbatim(self, root: int, reason: str) -> None:
+        """A unit sent as the history holds it (the fixed head): no trim, receipt or copy applies."""
+        index, out, turn_of = self.inputs.index, self.out, self.turn_of
+        view, token_list = index.view, index.tokens
+        group_id = index.group_id(root) if index.parent[root] >= 0 else None
+        for position in index.unit_members(root):
+            message, tokens = view[position], token_list[position]
+            if tokens < 0:  # never the case for a head chosen by its tokens; estimated when it is
+                tokens = index.token(position)
+            out.mandatory_tokens += tokens
+            out.messages.append(message)
+            out.items.append(
+                PlanItem(
+                    message_id=message.id,
+                    kind="message",
+                    reason=reason,
+                    tokens=tokens,
+                    priority=PRIORITY_RECENT_TURN,
+                    original_index=position,
+                    group_id=group_id,
+                    turn_id=turn_of(position),
+                )
+            )
+
     def unit(self, root: int) -> None:
         """A window unit with its trims or receipt applied."""
         index, decisions, out, source = self.inputs.index, self.decisions, self.out, self.inputs.messages
@@ -196,7 +228,7 @@ def emit(
     systems = set(leading)
     leading += [root for root in decisions.head if root < decisions.cut and root not in systems]
     for root in leading:
-        emitter.mandatory(root, mandatory[root])
+        emitter.leading(root, mandatory[root])
     emitter.supplements(front)
     done = set(leading)
     for root in passed:

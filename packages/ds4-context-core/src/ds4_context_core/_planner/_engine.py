@@ -271,6 +271,7 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         digest=decisions.digest,
         front=tuple(sorted(root for root in mandatory if root < decisions.cut and root not in head)),
         head=head,
+        head_tokens=decisions.head_tokens,
     )
     return ContextPlan(
         messages=plan_messages,

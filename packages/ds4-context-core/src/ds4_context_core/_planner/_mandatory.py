@@ -196,19 +196,25 @@ def retain_head(inputs: PlanInputs, decisions: Decisions, mandatory: dict[int, M
     if not head:
         return
     index = inputs.index
-    if head_budget(inputs) <= 0 or any(
-        root >= inputs.size or root in index.incomplete or index.unit_of(root) != root for root in head
+    parent = index.parent
+    # The history extends the one the head was chosen in (``adopt_state``), so its roots stay roots;
+    # what can change is only an old call answered again or left open by a rewrite the index allows.
+    if (
+        head_budget(inputs) <= 0
+        or head[-1] >= inputs.size
+        or not index.incomplete.keys().isdisjoint(head)
+        or any(parent[root] >= 0 and parent[root] != root for root in head)
     ):
         decisions.head = ()
+        decisions.head_tokens = 0
         return
     for root in head:
         mandatory.setdefault(root, FIXED_HEAD)
 
 
-def head_tokens(inputs: PlanInputs, decisions: Decisions) -> int:
+def head_tokens(decisions: Decisions) -> int:
     """The tokens of the fixed head's units as the history holds them."""
-    index = inputs.index
-    return sum(original_unit_tokens(index, root) for root in decisions.head)
+    return decisions.head_tokens if decisions.head else 0
 
 
 def release_head(inputs: PlanInputs, decisions: Decisions, mandatory: dict[int, MandatoryReason]) -> int:
@@ -220,6 +226,7 @@ def release_head(inputs: PlanInputs, decisions: Decisions, mandatory: dict[int, 
             del mandatory[root]
             freed += original_unit_tokens(inputs.index, root)
     decisions.head = ()
+    decisions.head_tokens = 0
     return freed
 
 
@@ -241,7 +248,7 @@ def extend_head(inputs: PlanInputs, decisions: Decisions, mandatory: dict[int, M
     index = inputs.index
     parent, find, members_of, incomplete = index.parent, index.find, index.unit_members, index.incomplete
     trims, receipt_of = decisions.trims, decisions.receipt_of
-    used = head_tokens(inputs, decisions)
+    used = head_tokens(decisions)
     chosen = list(head)
     start = head[-1] + 1 if head else decisions.cut
     for position in range(start, inputs.size):
@@ -252,12 +259,14 @@ def extend_head(inputs: PlanInputs, decisions: Decisions, mandatory: dict[int, M
             break
         if trims and not trims.keys().isdisjoint(members_of(position)):
             break
-        used += original_unit_tokens(index, position)
-        if used > budget:
+        tokens = original_unit_tokens(index, position)
+        if used + tokens > budget:
             break
+        used += tokens
         chosen.append(position)
     if len(chosen) == len(head):
         return
     for root in chosen[len(head) :]:
         mandatory.setdefault(root, FIXED_HEAD)
     decisions.head = tuple(chosen)
+    decisions.head_tokens = used

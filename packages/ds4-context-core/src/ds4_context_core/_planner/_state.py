@@ -25,6 +25,7 @@ class PlanState:
         "_estimator",
         "_front",
         "_head",
+        "_head_tokens",
         "_index",
         "_previous_messages",
         "_receipts",
@@ -46,10 +47,12 @@ class PlanState:
         digest: DigestState | None = None,
         front: tuple[int, ...] = (),
         head: tuple[int, ...] = (),
+        head_tokens: int = 0,
     ) -> None:
         self._digest = digest
         self._front = front
         self._head = head
+        self._head_tokens = head_tokens
         self._index = index
         self._source = source
         self._cut = cut
@@ -129,5 +132,6 @@ def adopt_state(state: PlanState | None, inputs: PlanInputs) -> Decisions:
     decisions.digest = state._digest
     decisions.front = state._front
     decisions.head = state._head
+    decisions.head_tokens = state._head_tokens
     decisions.adopted = bool(state._previous_messages)
     return decisions

@@ -17,7 +17,7 @@ from typing import Final
 from ._common import compaction_goal, hash16, head_budget, original_unit_tokens
 from ._decisions import Decisions, MandatoryReason, PlanInputs, Supplement, Window
 from ._interrupted import interruptible, repair_interrupted
-from ._mandatory import head_tokens, release_head
+from ._mandatory import FIXED_HEAD, head_tokens, release_head
 from ._receipts import make_receipts
 from ._supplements import drop_supplements
 from ._trim import trim_results, trim_turn
@@ -155,7 +155,20 @@ def open_window(
         unit_tokens[oversized.position] -= elided
         elided = 0
     decisions.unit_tokens = unit_tokens
-    outside_tokens = sum(original_unit_tokens(index, root) for root in mandatory if root < cut) - elided
+    head = decisions.head
+    if head and head[-1] < cut:
+        # The fixed head's tokens are known; a head unit mandatory on its own is counted as such.
+        outside_tokens = decisions.head_tokens - elided
+        outside_tokens += sum(
+            original_unit_tokens(index, root)
+            for root, why in mandatory.items()
+            if root < cut and why is not FIXED_HEAD
+        )
+        outside_tokens -= sum(
+            original_unit_tokens(index, root) for root in head if mandatory[root] is not FIXED_HEAD
+        )
+    else:
+        outside_tokens = sum(original_unit_tokens(index, root) for root in mandatory if root < cut) - elided
     usage = (
         inputs.budget.fixed_tokens
         + outside_tokens
@@ -347,7 +360,7 @@ def compact_after_head(
 ) -> None:
     """One compaction that keeps the fixed head (mandatory units, which no compaction touches) and
     moves the cut after it; the head goes first when the budget no longer allows it."""
-    if decisions.head and head_tokens(inputs, decisions) > head_budget(inputs):
+    if decisions.head and head_tokens(decisions) > head_budget(inputs):
         window.usage -= release_head(inputs, decisions, mandatory)  # a smaller budget than it had
     compact(inputs, decisions, window, mandatory, jumped)
     if decisions.head and window.usage > inputs.budget.soft_limit:
