@@ -288,7 +288,7 @@ def accuracy(
     A redaction is counted where a placeholder appears that the message did not hold before (the docs
     the fixture quotes show placeholders themselves). A false one is *key-shaped* when the message holds,
     besides its planted secret, a literal of an issued token's shape (an example key in a test or in the
-    docs, such as ``sk-live-0123…``): privacy redacts those on purpose, it cannot tell a fake key from one.
+    docs that is no placeholder: counted ones such as ``sk-live-0123…`` are left alone by the rules).
     """
     from ds4_context_core._privacy._rules import _TOKENS  # noqa: PLC0415
 

@@ -147,7 +147,7 @@ class RecordingTransport:
     async def __call__(self, request: CompletionRequest) -> Any:
         self.sent.append(request)
         if self.fail:
-            raise ConnectionError("provider said: your prompt was sk-abcdefghijklmnopqrstuv")
+            raise ConnectionError("provider said: your prompt was sk-abcdefQ7mW2xLp9Zr4Kd8N")
         return {"role": "assistant", "content": "ok"}
 
 
@@ -160,7 +160,7 @@ REQUEST = CompletionRequest(
     model="gpt",
     payload={
         "messages": [
-            {"role": "user", "content": "key sk-abcdefghijklmnopqrstuv [ds4:local-only]p[/ds4:local-only]"}
+            {"role": "user", "content": "key sk-abcdefQ7mW2xLp9Zr4Kd8N [ds4:local-only]p[/ds4:local-only]"}
         ]
     },
 )

@@ -96,7 +96,7 @@ def test_a_request_from_a_plan_goes_through_complete_with_guards() -> None:
         sent.append(request.payload)
         return "done"
 
-    secret = "sk-live-0123456789abcdefghijklmnop"
+    secret = "sk-live-u9xz6HTxaUl5Bi9VMjDuHKnHHC"
     history = [*HISTORY[:-1], _message("u2", "user", core.TextBlock(text=f"deploy with {secret}"))]
     request = CompletionRequest.from_plan(plan_context(history, model=MODEL), model=MODEL)
 

@@ -118,11 +118,11 @@ def test_nesting_never_downgrades() -> None:
             "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----",
             "[DS4 REDACTED PRIVATE KEY]",
         ),
-        ("sk-proj-abcdefghijklmnopqrstuv", "[DS4 REDACTED CREDENTIAL]"),
+        ("sk-proj-HUg8gp38G4O5mnjaykj1ux", "[DS4 REDACTED CREDENTIAL]"),
         ("sk-ant-api03-abcdefgh", "[DS4 REDACTED CREDENTIAL]"),
-        ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "[DS4 REDACTED CREDENTIAL]"),
+        ("ghp_xfwxlcPAnFHS0GcA05rfrUNZQW7WzYvgoEuV", "[DS4 REDACTED CREDENTIAL]"),
         ("gho_16C7e42F292c6912E7710c838347Ae178B4a", "[DS4 REDACTED CREDENTIAL]"),
-        ("AKIAABCDEFGHIJKLMNOP", "[DS4 REDACTED CREDENTIAL]"),
+        ("AKIAF98SS3JTBXX31FZ9", "[DS4 REDACTED CREDENTIAL]"),
         ("Bearer eyJhbGciOiJIUzI1NiJ9.payload", "Bearer [DS4 REDACTED TOKEN]"),
         ("api_key=abc123secret", "api_key=[DS4 REDACTED SECRET]"),
         ('"password": "hunter2"', '"password": "[DS4 REDACTED SECRET]"'),
@@ -154,7 +154,7 @@ def test_payload_traversal_sanitizes_content_keys_and_keeps_structural_keys() ->
         "model": "gpt-x",
         "user": "alice",
         "messages": [
-            {"role": "user", "content": "key sk-abcdefghijklmnopqrstuvwx"},
+            {"role": "user", "content": "key sk-f3Hbgzw3m4fZ6hQ2ak7eghzB"},
             {
                 "role": "assistant",
                 "content": [{"type": "text", "text": "[ds4:sensitive]plan[/ds4:sensitive]"}],
@@ -221,7 +221,7 @@ def test_keys_that_collide_after_sanitizing_fail_closed() -> None:
 
 
 def test_content_keys_holding_secrets_are_redacted() -> None:
-    payload = {"arguments": {"sk-abcdefghijklmnopqrstuvwx": 1}}
+    payload = {"arguments": {"sk-f3Hbgzw3m4fZ6hQ2ak7eghzB": 1}}
     assert enforce_payload_privacy(payload, provider="openai").payload == {
         "arguments": {"[DS4 REDACTED CREDENTIAL]": 1}
     }
@@ -287,7 +287,7 @@ def test_unchanged_payload_reports_no_change() -> None:
 
 
 def test_summary_never_holds_the_payload() -> None:
-    result = enforce_payload_privacy({"messages": [{"content": "sk-abcdefghijklmnopqrstuvwx"}]}, provider="x")
+    result = enforce_payload_privacy({"messages": [{"content": "sk-f3Hbgzw3m4fZ6hQ2ak7eghzB"}]}, provider="x")
     summary = msgspec.to_builtins(result.summary())
     assert summary == {
         "provider": "x",
@@ -332,7 +332,7 @@ def test_tuples_and_structs_are_traversed() -> None:
         text: str
 
     payload = {
-        "messages": ({"content": ("sk-abcdefghijklmnopqrstuvwx",)}, Note(text="Bearer abc123defghijkl"))
+        "messages": ({"content": ("sk-f3Hbgzw3m4fZ6hQ2ak7eghzB",)}, Note(text="Bearer abc123defghijkl"))
     }
     result = enforce_payload_privacy(payload, provider="openai")
     assert json.dumps(result.payload) == json.dumps(

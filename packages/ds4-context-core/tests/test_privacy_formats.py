@@ -12,6 +12,7 @@ import base64
 import binascii
 import json
 import string
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,20 @@ CORPUS = Path(__file__).resolve().parent / "fixtures" / "privacy-code-corpus.txt
 ALNUM = string.ascii_letters + string.digits
 
 
+def _drawn_at_random(text: str) -> bool:
+    """No 8 characters in a row each repeating or following the one before (``aaaaaaaa``, ``01234567``)."""
+    steps = [ord(b) - ord(a) in (0, 1) for a, b in pairwise(text)]
+    return not any(all(steps[start : start + 7]) for start in range(len(steps) - 6))
+
+
 def _chars(alphabet: str, size: int) -> st.SearchStrategy[str]:
-    # At least a few distinct characters, as every issued token has: one repeated character is a placeholder.
-    return st.text(alphabet=alphabet, min_size=size, max_size=size).filter(lambda text: len(set(text)) >= 6)
+    # At least a few distinct characters and nothing counted, as every issued token has: one repeated
+    # character or a count (``0123456789abcdef``) is a placeholder.
+    return (
+        st.text(alphabet=alphabet, min_size=size, max_size=size)
+        .filter(lambda text: len(set(text)) >= 6)
+        .filter(_drawn_at_random)
+    )
 
 
 def _mixed(alphabet: str, size: int) -> st.SearchStrategy[str]:
@@ -231,6 +243,63 @@ def test_an_object_value_under_a_secrets_name_is_judged_the_same_in_every_format
     assert sent.secret_redactions == (1 if redacted else 0)
     if redacted:
         assert value not in json.dumps(sent.payload)
+
+
+# Documentation's stand-ins: words for a secret, counted or repeated characters. No issuer makes one.
+STAND_INS = (
+    "deploy with key sk-live-0123456789abcdefghijklmnop",
+    "the AWS docs use AKIAIOSFODNN7EXAMPLE",
+    "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "sk-ant-api03-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    "export OPENAI_API_KEY=sk-proj-1234567890abcdefghij",
+    "ghp_0000000000000000000000000000000000000",
+    "xoxb-0000000000-0000000000-aaaaaaaaaaaaaaaaaaaaaaaa",
+    'password = "changeme"',
+    'password = "change-me-please"',
+    'api_key = "your-api-key"',
+    '{"token": "<token>"}',
+    'client_secret: "PLACEHOLDER_VALUE"',
+    'secret_key = "replace-me-with-a-key"',
+    "postgres://app:changeme@db:5432/app",
+    "postgres://app:0123456789abcdef@db:5432/app",
+    "Authorization: Bearer 0123456789abcdef0123456789",
+    "Authorization: Bearer xxxxxxxxxxxxxxxx",
+)
+
+
+@pytest.mark.parametrize("text", STAND_INS)
+def test_documentations_stand_ins_for_a_secret_are_sent_as_written(text: str) -> None:
+    assert redact_secrets(text) == (text, 0)
+    payload = {"messages": [{"role": "user", "content": text}]}
+    assert enforce_payload_privacy(payload, provider="openai").secret_redactions == 0
+
+
+def _uncounted(text: str) -> bool:
+    """No 4 characters in a row each repeating or following the one before: random, as a token's body is."""
+    steps = [ord(b) - ord(a) in (0, 1) for a, b in pairwise(text)]
+    return not any(all(steps[start : start + 3]) for start in range(len(steps) - 2))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    head=_mixed(ALNUM, 14).filter(_uncounted),
+    tail=_mixed(ALNUM, 14).filter(_uncounted),
+    alphabet=st.sampled_from([string.digits, string.ascii_lowercase, string.ascii_uppercase]),
+    start=st.integers(min_value=0, max_value=6),
+    size=st.integers(min_value=4, max_value=10),
+    repeat=st.booleans(),
+    prefix=st.sampled_from(["sk-proj-", "sk-ant-api03-", "glpat-", "hf_", "sk_live_"]),
+)
+def test_a_random_key_that_holds_a_short_count_is_still_a_key(
+    head: str, tail: str, alphabet: str, start: int, size: int, repeat: bool, prefix: str
+) -> None:
+    # At most 10 counted characters of 32 or more: a key that happens to hold "1234" or "aaaa" stays a key.
+    counted = alphabet[start] * size if repeat else alphabet[start : start + size]
+    key = f"{prefix}{head}{counted}{tail}"
+    redacted, found = redact_secrets(f"key {key} here")
+    assert found == 1
+    assert head not in redacted
+    assert tail not in redacted
 
 
 SECRET = "sk-proj-" + "Zq81mWx0aLp2Kd7Tr4Nv9Bc6"

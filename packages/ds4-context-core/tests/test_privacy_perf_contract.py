@@ -57,7 +57,7 @@ def chat(count: int = 40) -> dict[str, Any]:
         if index % 7 == 3:
             text += " [ds4:local-only]the NAS password list[/ds4:local-only]"
         if index % 11 == 5:
-            text += " with key sk-proj-0123456789abcdef0123"
+            text += " with key sk-proj-oid7g14j4oh348q9zt96"
         messages.append({"role": "user" if index % 2 else "assistant", "content": text})
         if index % 5 == 4:
             messages.append(
@@ -223,11 +223,11 @@ def test_a_content_string_holding_only_a_stray_close_tag_is_blocked() -> None:
 
 def test_text_that_grows_when_lower_cased_does_not_hide_a_later_secret() -> None:
     # Regression: "İ" lower-cases to two characters, which used to shift the screen onto the wrong string.
-    texts = ["İ" * 50, "my key sk-aaaaaaaaaaaaaaaaaaaaaaaa", "hello world, a longer plain string " * 3]
+    texts = ["İ" * 50, "my key sk-sez4ZbMS1RACJp4m9dzh7fX6", "hello world, a longer plain string " * 3]
     payload = {"messages": [{"role": "user", "content": text} for text in texts]}
     result = enforce_payload_privacy(payload, provider="openai")
     sent = json.dumps(result.payload)
-    assert "sk-aaaa" not in sent
+    assert "sk-sez4" not in sent
     assert result.secret_redactions == 1
 
 
@@ -432,19 +432,19 @@ def test_gated_redaction_equals_running_every_rule(text: str) -> None:
         "password" + " " * 40 + "= hunter2",
         "x = 1, y: 2, z = 3, w: 4, v = 5, u: 6, t = 7, s: 8, r = 9, q: 10, auth_token = 'abc12345'",
         "ghp_" + "a1" * 12 + " and xghp_" + "b2" * 12,
-        "sk-" + "a" * 20 + "-AKIA" + "B" * 16,
-        "9sk-" + "a" * 20 + " AKIA" + "B" * 16,
+        "sk-MQsfdgx0fzbjq6C1SUd6-AKIAG26Q2L14ER5XGM0J",
+        "9sk-c6AFAcli71FnyMPHnCwi AKIARWJAU5I8O4I6SF0K",
         "Authorization: Bearer abcdefghij, api_key: 'zzz9Kq7r'",
         "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc" + " rk_test_" + "Zq81mWx0aLp2",
-        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123",
-        "glpat-abcdefghij0123456789 xoxb-123456789012-abcdefghij",
-        "AIza" + "SyA1234567890abcdefghijklmnopqrstuv" + " hf_" + "abcdefghijklmnopqrstuvwxyzABCDEFGH",
-        "npm_" + "abcdefghijklmnopqrstuvwxyz0123456789",
+        "github_pat_11IT60YJ7MYAGYEDWWBB64_UrTcU6Hf8dknzKJlhNbnVdmOrtEjZC",
+        "glpat-Q7mW2xLp9Zr4Kd8Nc3vT xoxb-123456789012-Zr4Kd8Nc3v",
+        "AIzaSyMp6LCpi71Dc3wpMetr4BIphNy4h59IKq2 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",
+        "npm_9F4dpVaiy122qL9BW2KWjrkyiNHntRjwkuNk",
         "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig",
         "-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBF\n-----END PGP PRIVATE KEY BLOCK-----",
         "postgres://app:s3cr3tPass@db:5432/app",
-        "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY",
-        "an AWS key AKIAABCDEFGHIJKLMNOP here",
+        "AWS_SECRET_ACCESS_KEY=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",
+        "an AWS key AKIAN31HX6QYSWD1BSVS here",
         "key:\n-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----",
         "-----BEGIN PRIVATE KEY-----\ntruncated",
         "token gho_16C7e42F292c6912E7710c838347Ae178B4a",

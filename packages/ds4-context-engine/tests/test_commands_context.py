@@ -218,7 +218,7 @@ def test_privacy_reports_counts_and_never_the_secret(tmp_path):
         .read_text()
         .replace(
             "Fix the failing parser test in src/parse.ts",
-            "Use key sk-abcdefghijklmnopqrstuvwxyz0123 to deploy",
+            "Use key sk-abcdefQ7mW2xLp9Zr4Kd8Nc3vT1Bb5 to deploy",
         )
     )
     path.write_text(lines)
@@ -234,7 +234,7 @@ def test_the_privacy_policy_comes_from_the_config_unless_one_is_given(tmp_path):
     path.write_text(
         (FIXTURES / "v3-coding.jsonl")
         .read_text()
-        .replace("Fix the failing parser test in src/parse.ts", "Use key sk-abcdefghijklmnopqrstuvwxyz0123")
+        .replace("Fix the failing parser test in src/parse.ts", "Use key sk-abcdefQ7mW2xLp9Zr4Kd8Nc3vT1Bb5")
     )
     local = {"privacy": {"local_providers": ["Anthropic"]}}
     with ContextWorkspace.open(path, no_store=True, config=local) as workspace:
@@ -362,7 +362,7 @@ def test_memory_previews_mask_secrets_and_work_without_a_store(tmp_path):
     path = tmp_path / "s.jsonl"
     shutil.copy(FIXTURES / "v3-coding.jsonl", path)
     with ContextWorkspace.open(path, no_store=True) as workspace:
-        result = context_memory(workspace, add="deploy with sk-abcdefghijklmnopqrstuvwxyz0123 tonight")
+        result = context_memory(workspace, add="deploy with sk-abcdefQ7mW2xLp9Zr4Kd8Nc3vT1Bb5 tonight")
         assert "sk-abcdef" not in result.items[0].preview
         assert result.items[0].chars == 53  # 12 + 33 + 8 characters
         assert context_status(workspace).store_mode == "none"

@@ -54,7 +54,7 @@ READ_TOOL = ToolDefinition(
     description="Read a file from the workspace.",
     parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
 )
-SECRET = "sk-proj-" + "Z" * 40
+SECRET = "sk-proj-" + "Zq7mW2xLp9Zr4Kd8Nc3vT1Bb5Hy6Jt0Fs8Qe3Ug7V"
 
 
 def _chat(server, **kwargs):

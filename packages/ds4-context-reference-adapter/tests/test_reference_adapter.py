@@ -34,7 +34,7 @@ from ds4_context_reference_adapter import (
 )
 
 BACKENDS = pytest.mark.parametrize("backend", ["asyncio", "trio"])
-CREDENTIAL = "sk-abcdefghijklmnopqrstuvwxyz0123456789"
+CREDENTIAL = "sk-LjCp390g0QVohwvUDq1AoPeDOrg3J7v53ZtX"
 MODEL = ModelDescriptor(provider="remote-llm", id="big-model", context_window=32768, max_tokens=4096)
 
 

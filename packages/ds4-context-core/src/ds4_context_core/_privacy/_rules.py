@@ -161,7 +161,20 @@ _PLACEHOLDER_HINTS: Final = (
     *("$", "{", "}", "<", ">"),
     *("xxxx", "XXXX", "***", "...", "your", "YOUR", "Your"),
 )
+# Words documentation writes where a secret goes, in any case (``AKIAIOSFODNN7EXAMPLE``, ``changeme``).
+# Each is long enough that a random token holds it by chance about once in a billion.
+# Matched in a lower-cased copy: an inline ``(?i:...)`` group in the hints' pattern would cost every search
+# the regex engine's skip to the hints' first characters (7 times slower on a token).
+_PLACEHOLDER_WORD: Final = re.compile(r"example|change[-_]?me|placeholder|replace[-_]?me")
 _PLACEHOLDER_HINT: Final = re.compile("|".join(map(re.escape, _PLACEHOLDER_HINTS)))
+# A value made by counting or by holding one key (``0123456789abcdef``, ``aaaa...``) rather than drawn
+# at random: at least _COUNTING_MIN letters and digits, a stretch of _COUNTING_RUN or more in which each
+# character repeats the one before or follows it (``9`` then ``0``, or ``a`` as in hex), and stretches of
+# 4 or more holding three quarters of them. A random token of 16 characters has such a stretch about once
+# in 10^11 (each step repeats or follows with odds of 2 in 62).
+_COUNTING_MIN: Final = 16
+_COUNTING_RUN: Final = 8
+_COUNTED_STRETCH: Final = 4
 _IDENTIFIER_PATH: Final = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)*[(\[]?", re.ASCII)
 _ENV_NAME: Final = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 
@@ -197,7 +210,36 @@ def _classes(value: str) -> int:
 def _placeholder(value: str) -> bool:
     if value.startswith((_PLACEHOLDER_HEAD, "%")):  # %s, %(name)s, %VAR%
         return True
-    return _PLACEHOLDER_HINT.search(value) is not None
+    return _PLACEHOLDER_HINT.search(value) is not None or _PLACEHOLDER_WORD.search(value.lower()) is not None
+
+
+def _counted(value: str) -> bool:
+    """Whether ``value`` is made by counting or repeating (see :data:`_COUNTING_MIN`), not at random.
+
+    Asked last, of a value a rule would otherwise replace: a few a payload, each a short loop.
+    """
+    chars = _OTHER.sub("", value)
+    size = len(chars)
+    if size < _COUNTING_MIN:
+        return False
+    covered = 0
+    longest = run = 1
+    previous = ord(chars[0])
+    for char in chars[1:]:
+        code = ord(char)
+        step = code - previous
+        if step in (0, 1) or (previous == 57 and code in (48, 65, 97)):  # "9" then "0", "A" or "a"
+            run += 1
+        else:
+            if run >= _COUNTED_STRETCH:
+                covered += run
+            longest = max(longest, run)
+            run = 1
+        previous = code
+    if run >= _COUNTED_STRETCH:
+        covered += run
+    longest = max(longest, run)
+    return longest >= _COUNTING_RUN and covered * 4 >= size * 3
 
 
 def looks_like_secret_literal(value: str) -> bool:
@@ -213,12 +255,14 @@ def looks_like_secret_literal(value: str) -> bool:
     if _SPACE.search(value) is not None:
         return False
     if _AWS_SECRET.fullmatch(value) is not None and _classes(value) >= 2:
-        return True  # an AWS secret access key's shape, even where it starts like a path
+        return not _counted(value)  # an AWS secret access key's shape, even where it starts like a path
     if _ENV_NAME.fullmatch(value) or "://" in value or value.startswith(("/", "./", "../", "~/")):
         return False
     if _IDENTIFIER_PATH.fullmatch(value) is not None and _DIGIT.search(value) is None:
         return False  # a name (api_key, getToken, settings.SECRET), not its value
-    return len(value) >= 20 or _classes(value) >= 2 or (value.isdigit() and len(value) >= 8)
+    return (
+        len(value) >= 20 or _classes(value) >= 2 or (value.isdigit() and len(value) >= 8)
+    ) and not _counted(value)
 
 
 def _looks_like_bare_secret(value: str) -> bool:
@@ -230,18 +274,20 @@ def _looks_like_bare_secret(value: str) -> bool:
     if len(value) < 6 or _placeholder(value):
         return False
     if _AWS_SECRET.fullmatch(value) is not None and _classes(value) >= 2:
-        return True  # an AWS secret access key's shape, even where it starts like a path
+        return not _counted(value)  # an AWS secret access key's shape, even where it starts like a path
     path = _IDENTIFIER_PATH.fullmatch(value)
     if path is not None:
         if "_" in value or not value.isalnum():
             return False
         # hunter2, or a long run of one case (a hex or base32 token); camelCase without digits is a name.
-        return (_classes(value) >= 2 and not value.isalpha()) or (
+        found = (_classes(value) >= 2 and not value.isalpha()) or (
             len(value) >= 20 and (value.islower() or value.isupper())
         )
+        return found and not _counted(value)
     if "://" in value or value.startswith(("/", "./", "../", "~/", "-")) or "(" in value or "[" in value:
         return False
-    return len(value) >= 20 or (len(value) >= 8 and _classes("".join(filter(str.isalnum, value))) >= 2)
+    found = len(value) >= 20 or (len(value) >= 8 and _classes("".join(filter(str.isalnum, value))) >= 2)
+    return found and not _counted(value)
 
 
 def is_secret_name(name: str) -> bool:
@@ -370,7 +416,12 @@ def credential_url_at(text: str, position: int, endpos: int) -> tuple[int, int, 
     if found is None or not position or not text[position - 1].isalnum():
         return None
     password = found.group(1)
-    if _placeholder(password) or password.startswith(":") or _example_password(password):
+    if (
+        _placeholder(password)
+        or password.startswith(":")
+        or _example_password(password)
+        or _counted(password)
+    ):
         return None
     return found.start(1), found.end(1), CREDENTIAL_PLACEHOLDER
 
@@ -426,7 +477,7 @@ def _splice(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, int]:
 def _bearer(match: re.Match[str]) -> str:
     token = match.group(3)
     before = match.string[max(0, match.start() - 40) : match.start()]
-    if _placeholder(token) or not (_classes(token) >= 2 or _AUTHORIZATION.search(before)):
+    if _placeholder(token) or not (_classes(token) >= 2 or _AUTHORIZATION.search(before)) or _counted(token):
         return match.group(0)
     return f"{match.group(1)}{match.group(2)}{TOKEN_PLACEHOLDER}"
 
@@ -436,7 +487,9 @@ def _token_check(check: str) -> Any:
 
     def replace(match: re.Match[str]) -> str:
         body = match.group(0)
-        return body if _placeholder(body) or not _issued(check, body) else CREDENTIAL_PLACEHOLDER
+        if _placeholder(body) or not _issued(check, body) or _counted(body):
+            return body
+        return CREDENTIAL_PLACEHOLDER
 
     return replace
 
