@@ -2,7 +2,8 @@
 
 What a user relies on: the same command line prints the same output, errors and exit status whichever
 parser took it; anything the fast parser does not fully understand goes to typer; and a short command
-does not load typer, pydantic or rich (the start-up figures are in ``benchmarks/bench_cli_startup.py``).
+does not load typer, pydantic or rich, nor with ``--no-store`` sqlite3 or psycopg (the start-up figures are
+in ``benchmarks/bench_cli_startup.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from ds4_context_engine.commands import write_demo_session
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi"
 MODEL = ("--model", "openai:gpt-4.1-mini")
-HEAVY = ("typer", "click", "pydantic", "rich", "httpx")
+# sqlite3 and psycopg: every command checked with them here runs with --no-store
+HEAVY = ("typer", "click", "pydantic", "rich", "httpx", "sqlite3", "psycopg")
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,6 @@ from ds4_context_engine.store import (
     PinRecord,
     StoredSummary,
     is_store_url,
-    open_store,
     replay_session_events,
 )
 
@@ -173,7 +172,12 @@ class ContextWorkspace:
         configuration's ``privacy`` section.
         """
         _check_retrieval_hits(retrieval_hits)
-        store = None if no_store else open_store(store_path or default_store_location())
+        if no_store:
+            store = None
+        else:
+            from ds4_context_engine.store import open_store  # noqa: PLC0415 - sqlite3/psycopg only when used
+
+            store = open_store(store_path or default_store_location())
         try:
             return cls(
                 session_path,

@@ -6,6 +6,10 @@ manifests, content-addressed artifacts for large tool outputs and token calibrat
 database is always safe: it is rebuilt from the session files.
 """
 
+from typing import TYPE_CHECKING
+
+from ds4_context_engine._lazy import lazy_exports
+
 from ._events import (
     MEMORY_CUSTOM_TYPE,
     PIN_CUSTOM_TYPE,
@@ -15,10 +19,15 @@ from ._events import (
     append_unpin_event,
     replay_session_events,
 )
-from ._open import open_store
+from ._limits import (
+    ARTIFACT_THRESHOLD_CHARS,
+    CALIBRATION_RETENTION,
+    CALIBRATION_SOURCE_RETENTION,
+    MANIFEST_RETENTION,
+    SUMMARY_RETENTION,
+)
 from ._pg_location import STORE_PASSWORD_ENV, is_store_url
 from ._pg_schema import PG_MIGRATIONS as _PG_MIGRATIONS
-from ._postgres import DEFAULT_PG_POOL_SIZE, PostgresDerivedStore, open_postgres_store
 from ._protocol import DerivedStore
 from ._records import (
     CalibrationSample,
@@ -32,16 +41,11 @@ from ._records import (
     StoreHealth,
 )
 from ._schema import MIGRATIONS as _MIGRATIONS
-from ._sqlite import (
-    ARTIFACT_THRESHOLD_CHARS,
-    CALIBRATION_RETENTION,
-    CALIBRATION_SOURCE_RETENTION,
-    DEFAULT_BUSY_TIMEOUT_SECONDS,
-    MANIFEST_RETENTION,
-    SUMMARY_RETENTION,
-    SqliteDerivedStore,
-    open_derived_store,
-)
+
+if TYPE_CHECKING:
+    from ._open import open_store
+    from ._postgres import DEFAULT_PG_POOL_SIZE, PostgresDerivedStore, open_postgres_store
+    from ._sqlite import DEFAULT_BUSY_TIMEOUT_SECONDS, SqliteDerivedStore, open_derived_store
 
 SQLITE_SCHEMA_VERSION = _MIGRATIONS[-1].version
 #: sha256("<version>\n<name>\n<sql>") of every migration, in order; pinned by the compatibility golden.
@@ -99,3 +103,16 @@ __all__ = [
     "open_store",
     "replay_session_events",
 ]
+
+# The backends are imported on first use: a command planning with ``--no-store`` (or reading only the
+# records and limits above) does not pay for sqlite3, the PostgreSQL store and their full-text helpers.
+_LAZY_EXPORTS = {
+    "open_store": "_open",
+    "DEFAULT_PG_POOL_SIZE": "_postgres",
+    "PostgresDerivedStore": "_postgres",
+    "open_postgres_store": "_postgres",
+    "DEFAULT_BUSY_TIMEOUT_SECONDS": "_sqlite",
+    "SqliteDerivedStore": "_sqlite",
+    "open_derived_store": "_sqlite",
+}
+__getattr__ = lazy_exports(__name__, _LAZY_EXPORTS, globals())

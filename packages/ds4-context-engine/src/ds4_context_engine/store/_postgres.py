@@ -35,6 +35,13 @@ from ds4_context_engine.pi import (
 )
 
 from ._fts_text import excerpt, fts_words, tsquery_text, tsvector_text
+from ._limits import (
+    ARTIFACT_THRESHOLD_CHARS,
+    CALIBRATION_RETENTION,
+    CALIBRATION_SOURCE_RETENTION,
+    MANIFEST_RETENTION,
+    SUMMARY_RETENTION,
+)
 from ._pg_location import PgLocation, parse_store_url
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA, PG_SCHEMA_COMMENT
 from ._records import (
@@ -47,13 +54,6 @@ from ._records import (
     StoredManifest,
     StoredSummary,
     StoreHealth,
-)
-from ._sqlite import (
-    ARTIFACT_THRESHOLD_CHARS,
-    CALIBRATION_RETENTION,
-    CALIBRATION_SOURCE_RETENTION,
-    MANIFEST_RETENTION,
-    SUMMARY_RETENTION,
 )
 
 if TYPE_CHECKING:

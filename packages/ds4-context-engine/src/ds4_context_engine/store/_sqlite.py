@@ -37,6 +37,13 @@ from ds4_context_engine.pi import (
     PiSessionIndexer,
 )
 
+from ._limits import (
+    ARTIFACT_THRESHOLD_CHARS,
+    CALIBRATION_RETENTION,
+    CALIBRATION_SOURCE_RETENTION,
+    MANIFEST_RETENTION,
+    SUMMARY_RETENTION,
+)
 from ._records import (
     CalibrationSample,
     IndexReport,
@@ -62,11 +69,6 @@ __all__ = [
     "open_derived_store",
 ]
 
-MANIFEST_RETENTION: Final = 128
-SUMMARY_RETENTION: Final = 64
-CALIBRATION_RETENTION: Final = 200
-CALIBRATION_SOURCE_RETENTION: Final = 10 * CALIBRATION_RETENTION
-ARTIFACT_THRESHOLD_CHARS: Final = 16_384
 DEFAULT_BUSY_TIMEOUT_SECONDS: Final = 0.25
 # the reader's codes for a session path that cannot be read as a session file at all
 _SOURCE_UNUSABLE: Final = frozenset({"pi-session-not-found", "pi-session-unreadable", "pi-session-too-large"})
