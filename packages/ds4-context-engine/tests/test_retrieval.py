@@ -207,7 +207,8 @@ def test_a_workspace_that_fails_to_open_closes_its_store(tmp_path, monkeypatch):
         monkeypatch.setattr(store, "close", lambda: (closed.append(True), real_close())[1])
         return store
 
-    monkeypatch.setattr("ds4_context_engine.commands._workspace.open_store", tracking_open)
+    # the workspace looks the opener up in the store package when it opens one (imported on first use)
+    monkeypatch.setattr("ds4_context_engine.store.open_store", tracking_open)
     with pytest.raises(PiSessionError) as caught:
         ContextWorkspace.open(tmp_path / "missing.jsonl", store_path=tmp_path / "state" / "derived.sqlite3")
     assert caught.value.code == "pi-session-not-found"
