@@ -101,11 +101,12 @@ def _distinct_parts(ids: list[str]) -> list[str]:
     tells rows apart, should be; the entry part is also what ``restore`` and ``explain`` accept. An id
     with another prefix (a supplement's) is shown whole.
     """
-    prefixes = Counter(text.rpartition(":")[0] for text in ids)
+    parts = [text.rpartition(":") for text in ids]
+    prefixes = Counter(prefix for prefix, _, _ in parts)
     shared, count = prefixes.most_common(1)[0] if prefixes else ("", 0)
     if not shared or count < 2:
         return ids
-    return [text.rpartition(":")[2] if text.rpartition(":")[0] == shared else text for text in ids]
+    return [entry if prefix == shared else text for text, (prefix, _, entry) in zip(ids, parts, strict=True)]
 
 
 def render_rich(result: msgspec.Struct) -> RenderableType:
