@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Final
+
+import msgspec
 
 from ds4_context_core._history._model import CanonicalMessage
 
@@ -23,13 +24,12 @@ from ._types import PRIORITY_RECENT_TURN, PlanItem
 _FRONT_KINDS: Final = frozenset({"memory", "summary"})
 
 
-@dataclass(slots=True)
-class Emitted:
+class Emitted(msgspec.Struct):
     """The plan's messages, one item per message, what ``restore`` finds, and the token sums."""
 
-    messages: list[CanonicalMessage] = field(default_factory=list)
-    items: list[PlanItem] = field(default_factory=list)
-    restore: dict[str, tuple[CanonicalMessage, ...]] = field(default_factory=dict)
+    messages: list[CanonicalMessage] = msgspec.field(default_factory=list)
+    items: list[PlanItem] = msgspec.field(default_factory=list)
+    restore: dict[str, tuple[CanonicalMessage, ...]] = msgspec.field(default_factory=dict)
     mandatory_tokens: int = 0
     supplement_tokens: int = 0
     history_tokens: int = 0

@@ -19,7 +19,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-import anyio
 import msgspec
 
 from ds4_context_core._exceptions import SummaryInputError
@@ -259,6 +258,8 @@ async def summarize(
     request = CompletionRequest.from_messages(
         (request_message,), model=model, system=system, max_output_tokens=max_output_tokens, temperature=0.0
     )
+    import anyio  # noqa: PLC0415 - 3-6 ms of every start (it loads on import); a summary call needs it
+
     result: Any = None
     try:
         with anyio.fail_after(timeout_s):

@@ -14,7 +14,6 @@ the median falls ``CALIBRATION_HYSTERESIS`` (0.02) below the next lower step.
 from __future__ import annotations
 
 import math
-import statistics
 import threading
 from collections import deque
 from collections.abc import Iterable
@@ -193,6 +192,8 @@ def calibrate_token_ratio(
             rejected_outliers=0,
             rejected_invalid=invalid,
         )
+    import statistics  # noqa: PLC0415 - 3-5 ms of every start; only a calibration with samples needs it
+
     center = statistics.median(ratios)
     spread = statistics.median([abs(ratio - center) for ratio in ratios])
     if spread == 0:

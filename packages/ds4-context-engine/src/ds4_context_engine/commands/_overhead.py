@@ -13,7 +13,6 @@ is what the workspace plans with.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from typing import Final
 
@@ -131,6 +130,8 @@ def usage_overhead(
             break
     if not calls:
         return None
+    import statistics  # noqa: PLC0415 - 2-5 ms at start; only a session with usage needs it
+
     running = prefix.running
     overheads = [reported / max(ratio, 1.0) - running[position] for position, reported in calls]
     median = statistics.median(overheads)

@@ -36,7 +36,7 @@ from ds4_context_engine.commands._retrieval import (
     retrieval_candidates,
     retrieved_supplements,
 )
-from ds4_context_engine.pi import PI_RUNTIME_ID, PiContext, PiSession, PiSessionView
+from ds4_context_engine.pi import PiContext, PiSession, PiSessionView
 from ds4_context_engine.store import (
     DerivedStore,
     MemoryItem,
@@ -313,6 +313,8 @@ class ContextWorkspace:
 
     def snapshot(self) -> RuntimeHistorySnapshot:
         """The active branch as a ``runtime-history-v1`` snapshot (not validated here)."""
+        from ds4_context_engine.pi import PI_RUNTIME_ID  # noqa: PLC0415 - the adapter module, when asked
+
         context = self.context
         return self._view.snapshot(context, runtime_id=PI_RUNTIME_ID, project_root=self._session.header.cwd)
 

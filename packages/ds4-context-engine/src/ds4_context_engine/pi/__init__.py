@@ -4,16 +4,10 @@ The session file is the canonical history. Nothing here rewrites it: reads never
 whole lines at the end.
 """
 
-from ._adapter import (
-    PI_ADAPTER_NAME,
-    PI_COMPACTION_CAPABILITY_VERSION,
-    PI_CONTINUATION_CAPABILITY_VERSION,
-    PI_EMBEDDING_CAPABILITY_VERSION,
-    PI_LOCAL_KV_UNSUPPORTED_REASON,
-    PI_RUNTIME_ID,
-    PiSessionAdapter,
-)
-from ._conformance import PI_CONFORMANCE_FACTORY_NAME, pi_session_conformance_factory
+from typing import TYPE_CHECKING
+
+from ds4_context_engine._lazy import lazy_exports
+
 from ._context import (
     BRANCH_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_PREFIX,
@@ -66,6 +60,18 @@ from ._writer import (
     create_pi_session,
     iso_timestamp,
 )
+
+if TYPE_CHECKING:
+    from ._adapter import (
+        PI_ADAPTER_NAME,
+        PI_COMPACTION_CAPABILITY_VERSION,
+        PI_CONTINUATION_CAPABILITY_VERSION,
+        PI_EMBEDDING_CAPABILITY_VERSION,
+        PI_LOCAL_KV_UNSUPPORTED_REASON,
+        PI_RUNTIME_ID,
+        PiSessionAdapter,
+    )
+    from ._conformance import PI_CONFORMANCE_FACTORY_NAME, pi_session_conformance_factory
 
 __all__ = [
     "BRANCH_SUMMARY_PREFIX",
@@ -134,3 +140,18 @@ __all__ = [
     "read_pi_session",
     "read_pi_session_bytes",
 ]
+
+# The runtime adapter and its conformance factory are imported on first use: reading and planning a
+# session (``ds4-context plan``) needs neither core's adapter contract nor the kit's temporary files.
+_LAZY_EXPORTS = {
+    "PI_ADAPTER_NAME": "_adapter",
+    "PI_COMPACTION_CAPABILITY_VERSION": "_adapter",
+    "PI_CONTINUATION_CAPABILITY_VERSION": "_adapter",
+    "PI_EMBEDDING_CAPABILITY_VERSION": "_adapter",
+    "PI_LOCAL_KV_UNSUPPORTED_REASON": "_adapter",
+    "PI_RUNTIME_ID": "_adapter",
+    "PiSessionAdapter": "_adapter",
+    "PI_CONFORMANCE_FACTORY_NAME": "_conformance",
+    "pi_session_conformance_factory": "_conformance",
+}
+__getattr__ = lazy_exports(__name__, _LAZY_EXPORTS, globals())
