@@ -11,17 +11,15 @@ cannot drift; a default changed in :mod:`ds4_context_core._config_models` must b
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
-from ._privacy._policy import (
-    DEFAULT_LOCAL_PROVIDERS,
-    DEFAULT_REMOTE_ALLOWED,
-    PrivacyClassification,
-    PrivacyPolicy,
-)
+from ._privacy._defaults import DEFAULT_LOCAL_PROVIDERS, DEFAULT_REMOTE_ALLOWED, PrivacyClassification
 from .config import DEFAULT_EVIDENCE_WORDS, DEFAULT_READ_ONLY_TOOLS, DEFAULT_WRITE_TOOLS, ConfigLoadResult
+
+if TYPE_CHECKING:
+    from ._privacy._policy import PrivacyPolicy
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -33,8 +31,6 @@ __all__ = [
     "DefaultPrivacy",
     "DefaultPruning",
 ]
-
-_POLICY: Final = PrivacyPolicy()
 
 
 class DefaultBudget(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,13 +89,17 @@ class DefaultPruning(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class DefaultPrivacy(msgspec.Struct, frozen=True, kw_only=True):
-    enabled: bool = _POLICY.enabled
+    # PrivacyPolicy's own defaults (the comparison test covers them); the policy module is imported only
+    # by to_policy: it compiles the secret rules, which a plan never runs
+    enabled: bool = True
     local_providers: tuple[str, ...] = DEFAULT_LOCAL_PROVIDERS
     remote_allowed: tuple[PrivacyClassification, ...] = DEFAULT_REMOTE_ALLOWED
-    redact_secrets: bool = _POLICY.redact_secrets
+    redact_secrets: bool = True
 
     def to_policy(self) -> PrivacyPolicy:
         """The policy these settings describe, as ``PrivacyConfig.to_policy`` gives it."""
+        from ._privacy._policy import PrivacyPolicy  # noqa: PLC0415 - see the fields
+
         return PrivacyPolicy(
             enabled=self.enabled,
             local_providers=self.local_providers,

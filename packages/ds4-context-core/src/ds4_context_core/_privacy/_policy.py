@@ -32,6 +32,7 @@ from ds4_context_core._exceptions import PrivacyEnforcementError, PrivacyPolicyE
 from ds4_context_core._history._stable_json import stable_hash
 
 from ._cache import PrivacyCache, sanitize_payload_cached
+from ._defaults import DEFAULT_LOCAL_PROVIDERS, DEFAULT_REMOTE_ALLOWED, PrivacyClassification
 from ._rules import redact_text
 from ._walk import (
     _BINARY_PLACEHOLDER,
@@ -75,12 +76,9 @@ __all__ = [
     "sanitize_text",
 ]
 
-PrivacyClassification: TypeAlias = Literal["normal", "internal", "sensitive", "local-only"]
 PrivacyDestination: TypeAlias = Literal["local", "remote"]
 
 PRIVACY_DESTINATIONS: Final = ("local", "remote")
-DEFAULT_LOCAL_PROVIDERS: Final = ("ollama", "llama-cpp", "lmstudio")
-DEFAULT_REMOTE_ALLOWED: Final = ("normal", "internal")
 PRIVACY_ERROR_CODES: Final = (
     "privacy-enforcement-failed",
     "privacy-key-collision",

@@ -13,7 +13,6 @@ import msgspec
 from ds4_context_core import CanonicalMessage, ModelDescriptor, RuntimeHistorySnapshot
 from ds4_context_core.config import DEFAULT_WRITE_TOOLS, ConfigLoadResult, load_config
 from ds4_context_core.planner import ContextPlan, PlanState, SupplementalItem, plan_context
-from ds4_context_core.privacy import PrivacyPolicy
 from ds4_context_core.summaries import SUMMARY_DEFAULT_MAX_CHARS, SummaryOutcome
 from ds4_context_core.tokens import TokenCalibration, calibration_prior
 from ds4_context_engine._exceptions import CommandError, DerivedStoreError
@@ -49,6 +48,7 @@ from ds4_context_engine.store import (
 if TYPE_CHECKING:
     from ds4_context_core.adapter import CompletionRequest
     from ds4_context_core.config import Ds4ContextConfig
+    from ds4_context_core.privacy import PrivacyPolicy
 
 __all__ = ["DEFAULT_STORE_ENV", "ContextWorkspace", "default_store_location", "default_store_path"]
 
@@ -106,12 +106,11 @@ class ContextWorkspace:
         # without a configuration nothing is validated (nor pydantic imported) until one is asked for:
         # the planner and the privacy policy have the same defaults of their own
         self._config_result: ConfigLoadResult | None = None if config is None else load_config(config)
-        # the policy given here, else the configuration's privacy section (its defaults when it has none)
-        self.privacy_policy: PrivacyPolicy = (
+        # the policy given here, else the configuration's privacy section; without either, the default
+        # policy is made on first read (its module compiles the secret rules, which a plan never runs)
+        self._privacy_policy: PrivacyPolicy | None = (
             privacy_policy
-            if privacy_policy is not None
-            else PrivacyPolicy()
-            if self._config_result is None
+            if privacy_policy is not None or self._config_result is None
             else self.config.privacy.to_policy()
         )
         self.model = model
@@ -194,6 +193,19 @@ class ContextWorkspace:
             if store is not None:
                 store.close()  # the workspace that would own it never came to be
             raise
+
+    @property
+    def privacy_policy(self) -> PrivacyPolicy:
+        """The policy a request from this workspace is sanitized with (see :meth:`open`)."""
+        if self._privacy_policy is None:
+            from ds4_context_core.privacy import PrivacyPolicy  # noqa: PLC0415 - see __init__
+
+            self._privacy_policy = PrivacyPolicy()
+        return self._privacy_policy
+
+    @privacy_policy.setter
+    def privacy_policy(self, policy: PrivacyPolicy) -> None:
+        self._privacy_policy = policy
 
     @property
     def config_result(self) -> ConfigLoadResult:
