@@ -366,3 +366,52 @@ def test_a_compaction_summary_of_another_type_is_reported(tmp_path):
         ("pi-message-field-invalid", compaction.id)
     ]
     assert context.messages[0].blocks == (TextBlock(text=COMPACTION_SUMMARY_PREFIX),)
+
+
+def test_the_latest_valid_setting_and_the_last_compaction_of_the_branch_win(tmp_path):
+    """Model, thinking level and compaction are read from the branch's end: each one's latest counts."""
+    path = tmp_path / "settings.jsonl"
+    create_pi_session(path, cwd=str(tmp_path), session_id="settings")
+
+    def message(role, content, **extra):
+        return ("message", {"message": {"role": role, "content": content, "timestamp": 0, **extra}})
+
+    first = append_pi_entries(
+        path,
+        [
+            ("thinking_level_change", {"thinkingLevel": "low"}),
+            message("user", "Start."),
+            message("assistant", [{"type": "text", "text": "a"}], provider="openai", model="gpt-4.1"),
+            ("model_change", {"provider": "anthropic", "modelId": "claude-sonnet-4-5"}),
+            ("compaction", {"summary": "first", "firstKeptEntryId": None, "tokensBefore": 5}),
+            ("thinking_level_change", {"thinkingLevel": "high"}),
+        ],
+    )
+    kept = append_pi_entries(path, [message("user", "Go on.")])
+    append_pi_entries(
+        path,
+        [
+            ("compaction", {"summary": "second", "firstKeptEntryId": kept[0].id, "tokensBefore": 7}),
+            ("thinking_level_change", {"thinkingLevel": 3}),  # not a string: ignored
+            ("model_change", {"provider": "openai", "modelId": None}),  # incomplete: ignored
+            message("assistant", [{"type": "text", "text": "b"}], provider="openai"),  # no model: ignored
+            message("user", "More."),
+        ],
+    )
+    context = build_pi_context(read_pi_session(path))
+    assert (context.provider, context.model_id, context.thinking_level) == (
+        "anthropic",
+        "claude-sonnet-4-5",
+        "high",
+    )
+    assert context.messages[0].blocks == (TextBlock(text=COMPACTION_SUMMARY_PREFIX + "second"),)
+    assert [message.source_entry_id for message in context.messages[1:2]] == [kept[0].id]
+    assert context.compaction_entry_id not in {entry.id for entry in first}
+    # the branch before the second compaction: the first compaction, the header's settings otherwise
+    older = build_pi_context(read_pi_session(path), kept[0].id)
+    assert older.compaction_entry_id == first[4].id
+    assert (older.provider, older.model_id, older.thinking_level) == (
+        "anthropic",
+        "claude-sonnet-4-5",
+        "high",
+    )

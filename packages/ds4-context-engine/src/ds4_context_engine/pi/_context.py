@@ -432,25 +432,26 @@ def build_pi_context(
     return context
 
 
-def _build_pi_context(session: PiSession, leaf_id: str | None, pinned: frozenset[str]) -> PiContext:
-    path, branch_issues = session.branch(leaf_id)
-    extra = session.header.extra
-    provider = extra.get("provider") if isinstance(extra.get("provider"), str) else None
-    model_id = extra.get("modelId") if isinstance(extra.get("modelId"), str) else None
-    thinking = extra.get("thinkingLevel") if isinstance(extra.get("thinkingLevel"), str) else None
+def _branch_settings(
+    path: Sequence[PiEntry], provider: str | None, model_id: str | None, thinking: str | None
+) -> tuple[str | None, str | None, str | None, int | None]:
+    """The model and thinking level the branch ends with (the header's when it sets none) and where its
+    last compaction is.
+
+    The latest of each setting wins, so the branch is read from its end: a message is decoded only until
+    the newest one naming its model is found (the builder decodes each one again), not all of them.
+    """
     compaction_index: int | None = None
-    for index, entry in enumerate(path):
-        data = entry.data
-        if entry.type == "model_change":
-            if isinstance(data.get("provider"), str) and isinstance(data.get("modelId"), str):
-                provider, model_id = data["provider"], data["modelId"]
-        elif entry.type == "thinking_level_change":
-            if isinstance(data.get("thinkingLevel"), str):
-                thinking = data["thinkingLevel"]
-        elif entry.type == "compaction":
-            compaction_index = index
+    model_found = thinking_found = False
+    for index in range(len(path) - 1, -1, -1):
+        entry = path[index]
+        if entry.type == "compaction":
+            if compaction_index is None:
+                compaction_index = index
         elif entry.type == "message":
-            message = data.get("message")
+            if model_found:
+                continue
+            message = entry.data.get("message")
             if (
                 isinstance(message, dict)
                 and message.get("role") == "assistant"
@@ -458,6 +459,31 @@ def _build_pi_context(session: PiSession, leaf_id: str | None, pinned: frozenset
                 and isinstance(message.get("model"), str)
             ):
                 provider, model_id = message["provider"], message["model"]
+                model_found = True
+        elif entry.type == "model_change":
+            if model_found:
+                continue
+            data = entry.data
+            if isinstance(data.get("provider"), str) and isinstance(data.get("modelId"), str):
+                provider, model_id = data["provider"], data["modelId"]
+                model_found = True
+        elif entry.type == "thinking_level_change":
+            if thinking_found:
+                continue
+            data = entry.data
+            if isinstance(data.get("thinkingLevel"), str):
+                thinking = data["thinkingLevel"]
+                thinking_found = True
+    return provider, model_id, thinking, compaction_index
+
+
+def _build_pi_context(session: PiSession, leaf_id: str | None, pinned: frozenset[str]) -> PiContext:
+    path, branch_issues = session.branch(leaf_id)
+    extra = session.header.extra
+    provider = extra.get("provider") if isinstance(extra.get("provider"), str) else None
+    model_id = extra.get("modelId") if isinstance(extra.get("modelId"), str) else None
+    thinking = extra.get("thinkingLevel") if isinstance(extra.get("thinkingLevel"), str) else None
+    provider, model_id, thinking, compaction_index = _branch_settings(path, provider, model_id, thinking)
 
     builder = _Builder(session, pinned)
     builder.issues.extend(branch_issues)
