@@ -26,6 +26,17 @@ FIXTURES = Path(__file__).parent / "fixtures" / "pi"
 MODEL = ("--model", "openai:gpt-4.1-mini")
 # sqlite3 and psycopg: every command checked with them here runs with --no-store
 HEAVY = ("typer", "click", "pydantic", "rich", "httpx", "sqlite3", "psycopg")
+# what a plan without a configuration never runs: the secret rules, the runtime adapter, its conformance
+# factory (temporary files) and the summary call's timeout (anyio)
+PLAN_UNUSED = (
+    "ds4_context_core._privacy._rules",
+    "ds4_context_core._privacy._walk",
+    "ds4_context_core.adapter",
+    "ds4_context_engine.pi._adapter",
+    "ds4_context_engine.pi._conformance",
+    "anyio",
+    "tempfile",
+)
 
 
 @pytest.fixture(scope="module")
@@ -144,14 +155,14 @@ def test_shell_completion_goes_to_typer(sessions):
     assert parse_fast(arguments, {"_DS4_CONTEXT_COMPLETE": "bash_complete"}) is None
 
 
-def _console(sessions, *words):
+def _console(sessions, *words, watched=HEAVY):
     code = (
         "import sys\n"
         "from ds4_context_engine.cli import main\n"
         "try:\n"
         "    main()\n"
         "finally:\n"
-        f"    loaded = sorted(name for name in {HEAVY!r} if name in sys.modules)\n"
+        f"    loaded = sorted(name for name in {watched!r} if name in sys.modules)\n"
         "    print('LOADED', ','.join(loaded), file=sys.stderr)\n"
     )
     environment = {**os.environ, "COLUMNS": "120"}
@@ -191,3 +202,22 @@ def test_the_console_entry_hands_what_it_does_not_parse_to_typer(sessions):
     helped = _console(sessions, "plan", "--help")
     assert helped.returncode == 0
     assert "--window" in helped.stdout
+
+
+@pytest.mark.parametrize("session", ["demo", "coding"])
+def test_a_plan_without_a_configuration_loads_neither_the_privacy_rules_nor_the_runtime_adapter(
+    sessions, session
+):
+    ran = _console(
+        sessions, "plan", session, *MODEL, "--window", "20000", "--no-store", "--json", watched=PLAN_UNUSED
+    )
+    assert ran.returncode in (0, EXIT_FALLBACK), ran.stderr
+    assert json.loads(ran.stdout)["command"] == "plan"
+    assert ran.stderr.splitlines()[-1] == "LOADED ", ran.stderr
+    # the same modules load as soon as something asks for them: a configuration's privacy section
+    configured = _console(
+        sessions, "plan", session, *MODEL, "--window", "20000", "--no-store", "--config", "settings",
+        "--json", watched=PLAN_UNUSED,
+    )  # fmt: skip
+    assert configured.returncode in (0, EXIT_FALLBACK), configured.stderr
+    assert "ds4_context_core._privacy._rules" in configured.stderr.splitlines()[-1]
