@@ -65,8 +65,9 @@ def _compacts(plan):
 
 @pytest.fixture
 def replayed(tmp_path, monkeypatch):
-    """(plan, plan_context calls) at the first 60 model calls of the shipped Pi session with long shell
-    turns, written line by line as Pi appends it and planned before every assistant message."""
+    """(plan, plan_context calls) at the first 72 model calls of the shipped Pi session with long shell
+    turns, written line by line as Pi appends it and planned before every assistant message. At call 70
+    a compaction's rebuilt retrieved history comes out much smaller than the one it was planned with."""
     lines = PI_SHELL_SESSION.read_bytes().splitlines(keepends=True)
     path = tmp_path / "session.jsonl"
     path.write_bytes(lines[0])
@@ -88,7 +89,7 @@ def replayed(tmp_path, monkeypatch):
                 workspace.refresh()
                 before = len(calls)
                 steps.append((workspace.plan(), len(calls) - before))
-                if len(steps) == 60:
+                if len(steps) == 72:
                     break
             out.write(line)
             out.flush()
@@ -109,6 +110,25 @@ def test_a_step_that_compacts_nothing_keeps_the_whole_previous_plan(replayed):
     assert "summary" in kinds  # the digest was planned, and rebuilt at compactions
     assert quiet > len(replayed) // 2
     assert sum(_compacts(plan) for plan, _ in replayed) > 1  # and rebuilt at compactions
+
+
+def _supplement_tokens(plan):
+    return sum(item.tokens for item in plan.items if item.reason == "supplement-priority")
+
+
+def test_a_compaction_whose_rebuilt_supplements_shrink_keeps_its_cut(replayed):
+    """Planned in the room the carried supplements took, the smaller ones rebuilt for a compaction's
+    cut give that compaction, not a plan that fits at the old cut with new supplements in front (which
+    the next quiet step would then not keep)."""
+    shrunk = [
+        plan
+        for (previous, _), (plan, _) in itertools.pairwise(replayed)
+        if _compacts(plan) and _supplement_tokens(plan) < _supplement_tokens(previous) - 1_000
+    ]
+    assert shrunk
+    for plan in shrunk:
+        assert plan.manifest.shared_prefix_messages < len(plan.messages)
+        assert plan.state.dropped_messages > 0
 
 
 def test_a_step_that_compacts_nothing_plans_once(replayed):

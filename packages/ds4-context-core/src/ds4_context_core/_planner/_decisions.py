@@ -122,6 +122,9 @@ class PlanInputs(msgspec.Struct, frozen=True):
     diagnostics: list[PlanDiagnostic]
     # The wire format the host sends the plan in (``_structure.DESTINATIONS``), or None for no rules.
     destination: str | None = None
+    # Tokens the host's supplements count as at least when the plan decides whether and how far to
+    # compact (``plan_context(supplement_reserve=)``): a host that rebuilds them for a new cut.
+    supplement_reserve: int = 0
 
 
 class Window(msgspec.Struct):
@@ -132,6 +135,9 @@ class Window(msgspec.Struct):
     stragglers: list[int]
     supplements: list[Supplement]
     usage: int = 0
+    # Of ``usage``: room held for the host's supplements beyond what they take (``supplement_reserve``).
+    # It counts against the soft limit and the compaction's goal only; the hard limit takes it first.
+    reserve: int = 0
 
 
 class Decisions(msgspec.Struct):

@@ -40,7 +40,7 @@ from ._plan import ContextPlan, restore
 from ._pruning import DefaultJudge, Judge
 from ._state import PlanState, adopt_state
 from ._structure import check_destination, repair_structure, structure_problem
-from ._supplements import select_supplements
+from ._supplements import hold_reserve, release_reserve, select_supplements
 from ._types import FALLBACK_MODE_BLOCKED, FALLBACK_MODE_NATIVE, PlanBudget, PlanDiagnostic, SupplementalItem
 from ._validate import atomicity_problem
 from ._window import compact_after_head, open_window, skip_far_history
@@ -80,6 +80,7 @@ def plan_context(
     calibration_ratio: float | None = None,
     destination: str | None = None,
     task_digest: bool | None = None,
+    supplement_reserve: int = 0,
 ) -> ContextPlan:
     """Plan the context of one model call. Never raises: problems give a fallback plan with a code.
 
@@ -87,6 +88,9 @@ def plan_context(
     the host sends the plan in; the plan is repaired and checked against that provider's rules.
     ``task_digest`` overrides ``planner.task_digest`` for this call: a host that supplies its own digest
     among ``supplemental`` passes ``False`` instead of building a configuration to say so.
+    ``supplement_reserve`` (tokens) counts the ``supplemental`` items as at least that much when the
+    plan decides whether and how far to compact: a host that rebuilds them for the cut a compaction
+    chose passes what the ones it planned with took, so smaller rebuilt ones give the same cut.
     """
     loaded = _DEFAULT_CONFIG if config is None else load_config(config)
     resolved: Ds4ContextConfig = loaded.config
@@ -97,6 +101,15 @@ def plan_context(
         for warning in loaded.warnings
     ]
     use_estimator: TokenEstimator = estimator if estimator is not None else fast_chars_v1
+    reserve = supplement_reserve
+    if type(reserve) is not int or reserve < 0:
+        diagnostics.append(
+            PlanDiagnostic(
+                code="supplement-reserve-invalid",
+                detail="supplement_reserve must be a non-negative integer; planned without a reserve",
+            )
+        )
+        reserve = 0
     index: HistoryIndex | None = None
     messages: tuple[Any, ...] = ()
     wire: str | None = None
@@ -140,6 +153,7 @@ def plan_context(
                 supplemental=supplemental,
                 diagnostics=diagnostics,
                 destination=wire,
+                supplement_reserve=reserve,
             )
             return plan_indexed(inputs, state if isinstance(state, PlanState) else None)
     except FallbackError as error:
@@ -207,12 +221,14 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
     current = index.current_request()
     assert current is not None  # select_mandatory raised otherwise
     supplements = select_supplements(inputs, decisions, index.view[current])
+    host_tokens = sum(supplement.tokens for supplement in supplements)
     extend_head(inputs, decisions, mandatory)
     jumped = skip_far_history(inputs, decisions)
     digest = digest_supplement(inputs, decisions)
     if digest is not None:
         insert_digest(supplements, digest)
     window = open_window(inputs, decisions, mandatory, supplements)
+    hold_reserve(inputs, window, host_tokens)
     if window.usage > inputs.budget.soft_limit or jumped:
         # The compaction works around the digest as around a mandatory item (it is bounded, and a
         # digest that changed would cost the whole cached prefix), with room for the digest of the cut
@@ -224,12 +240,14 @@ def plan_indexed(inputs: PlanInputs, state: PlanState | None) -> ContextPlan:
         window.usage += room - release_front(inputs, mandatory, retained)
         cut = decisions.cut
         compact_after_head(inputs, decisions, window, mandatory, jumped)
+        release_reserve(window)
         window.usage -= room + held
         if digest is not None and decisions.cut == cut and window.usage + held <= inputs.budget.hard_limit:
             place_digest(window, digest)
         else:  # within whatever room the hard limit leaves
             room = inputs.budget.hard_limit - window.usage
             place_digest(window, digest_supplement(inputs, decisions, room))
+    release_reserve(window)
     if decisions.cut > 0 and _all_sent_before_cut(inputs, decisions, mandatory):
         place_digest(window, None)  # it would only repeat what the plan sends verbatim
     if decisions.compaction is not None and decisions.compaction.tokens_after != window.usage:
@@ -361,6 +379,7 @@ class ContextPlanner:
         supplemental: Iterable[SupplementalItem] = (),
         calibration_ratio: float | None = None,
         destination: str | None = None,
+        supplement_reserve: int = 0,
     ) -> ContextPlan:
         plan = plan_context(
             history,
@@ -375,6 +394,7 @@ class ContextPlanner:
             judge=self._judge,
             calibration_ratio=calibration_ratio,
             destination=destination,
+            supplement_reserve=supplement_reserve,
         )
         self._state = plan.state
         return plan

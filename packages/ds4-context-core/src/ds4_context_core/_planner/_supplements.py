@@ -111,11 +111,39 @@ def select_supplements(
     return chosen
 
 
+def hold_reserve(inputs: PlanInputs, window: Window, host_tokens: int) -> None:
+    """Count the host's supplements (``host_tokens``) as at least ``inputs.supplement_reserve`` in the
+    window's usage, so that a host which rebuilds them smaller for the cut a compaction chose, and plans
+    again from the same state, gets the same compaction instead of a plan that fits at the old cut.
+    Supplements never take more than their kinds' ceilings, and neither does the reserve."""
+    budget = inputs.budget
+    most = (
+        budget.memory_ceiling
+        + budget.summary_ceiling
+        + budget.retrieved_history_ceiling
+        + budget.project_snippet_ceiling
+    )
+    room = max(0, min(inputs.supplement_reserve, most) - host_tokens)
+    window.reserve += room
+    window.usage += room
+
+
+def release_reserve(window: Window) -> None:
+    """Take the held room out of the window's usage once the compaction has decided."""
+    window.usage -= window.reserve
+    window.reserve = 0
+
+
 def drop_supplements(inputs: PlanInputs, decisions: Decisions, window: Window) -> None:
-    """Drop supplements, lowest priority first, until the window's usage fits the hard limit."""
+    """Drop supplements, lowest priority first, until the window's usage fits the hard limit; the room
+    held for them (``hold_reserve``) goes before any of them."""
+    hard_limit = inputs.budget.hard_limit
+    if window.reserve and window.usage > hard_limit:
+        freed = min(window.reserve, window.usage - hard_limit)
+        window.reserve -= freed
+        window.usage -= freed
     kept = window.supplements
     usage = window.usage
-    hard_limit = inputs.budget.hard_limit
     while kept and usage > hard_limit:
         supplement = kept.pop()  # lowest priority is last
         usage -= supplement.tokens

@@ -74,6 +74,7 @@ PLAN_DIAGNOSTIC_CODES: Final = (
     "pin-unknown",
     "state-reset",
     "structure-first-user-inserted",
+    "supplement-reserve-invalid",
 )
 
 #: Id prefix of a model-written summary supplement (``summaries.summary_supplement``).

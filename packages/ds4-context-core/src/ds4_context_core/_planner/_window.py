@@ -233,7 +233,7 @@ def _advance_cut(
         if position >= tail_start:
             if window.usage <= hard_limit:
                 break
-            if window.supplements:
+            if window.supplements or window.reserve:
                 drop_supplements(inputs, decisions, window)
                 continue
         if position >= turn and not turn_trimmed:
@@ -270,7 +270,8 @@ def compact(
     # A mandatory unit (a pin) the skip passed is in the window already, in front: the skipped span's
     # sum counts it once more, and it is never dropped. (Few: the loop is over the pins, not the span.)
     passed = [root for root in mandatory if cut - jumped <= root < cut] if jumped else []
-    before = window.usage - sum(index.token(member) for root in passed for member in index.unit_members(root))
+    before = window.usage - window.reserve
+    before -= sum(index.token(member) for root in passed for member in index.unit_members(root))
     if cut - jumped >= index.known_from:
         before += index.cumulative[cut] - index.cumulative[cut - jumped]
     else:  # the skipped history was never estimated: the manifest adds it when it is read
@@ -329,7 +330,7 @@ def compact(
         trimmed_ids=trimmed_ids,
     )
     dropped += advanced
-    if window.usage > inputs.budget.hard_limit and window.supplements:
+    if window.usage > inputs.budget.hard_limit and (window.supplements or window.reserve):
         drop_supplements(inputs, decisions, window)
     kept = units[position:]
     # Mandatory units passed by the cut stay in the plan (emitted in front of the window).

@@ -129,6 +129,8 @@ class ContextWorkspace:
         self._plan_key: tuple[Any, ...] | None = None
         self._settled: SettledPlan | None = None
         self._settled_version = 0  # the summaries version ``_settled`` was built with
+        # What the supplements of the previous plan took: the room their rebuilt ones are planned with.
+        self._supplement_tokens = 0
         # the task digest's reader, kept from plan to plan: a compaction feeds it what it newly cut only
         self._digests: TaskDigestReader | None = None
         self._prefix = MessagePrefix()  # the branch's running token sums, for the measured overhead
@@ -378,6 +380,10 @@ class ContextWorkspace:
         if settled is not None and self._settled_version != self._summaries_version:
             settled = settled._replace(key=(-1, None, None))  # a new summary: rebuild once for it
         carried = settled.extra if settled is not None else ()
+        # The supplements rebuilt for a compaction's new cut may come out smaller than the ones it was
+        # planned with; planned in the same room, they give the same cut instead of a plan that fits
+        # at the old cut and changes the front of the plan at a step that compacts nothing.
+        reserve = self._supplement_tokens if settled is not None else 0
 
         def replan(extra: tuple[SupplementalItem, ...]) -> ContextPlan:
             return plan_context(
@@ -391,6 +397,7 @@ class ContextWorkspace:
                 calibration_ratio=ratio,
                 # the engine's digest holds core's facts and more: one digest is sent, not two
                 task_digest=False if self.task_digest else None,
+                supplement_reserve=reserve,
             )
 
         plan = replan(carried)
@@ -430,6 +437,8 @@ class ContextWorkspace:
             self._plan_state = plan.state
             self._settled = settled
             self._settled_version = self._summaries_version
+            passed = {"ds4-supplement:" + item.id for item in (*memory, *settled.extra)}
+            self._supplement_tokens = sum(item.tokens for item in plan.items if item.message_id in passed)
             if self.store is not None:
                 body = msgspec.json.encode(plan.manifest).decode()
                 self.store.record_manifest(self._session.session_id, body, leaf_id=context.leaf_id)
