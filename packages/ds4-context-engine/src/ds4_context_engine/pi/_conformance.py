@@ -32,12 +32,11 @@ if TYPE_CHECKING:  # the kit is imported only when a factory is asked for
 
 __all__ = [
     "PI_CONFORMANCE_FACTORY_NAME",
-    "PI_CONFORMANCE_UNSUPPORTED_PARTS",
     "pi_session_conformance_factory",
 ]
 
 PI_CONFORMANCE_FACTORY_NAME: Final = "ds4-context-engine.pi"
-PI_CONFORMANCE_UNSUPPORTED_PARTS: Final = frozenset({"system", "local-only-flag"})
+_UNSUPPORTED_HISTORY_PARTS: Final = frozenset({"system", "local-only-flag"})
 _encoder: Final = msgspec.json.Encoder()
 
 
@@ -110,5 +109,5 @@ def pi_session_conformance_factory() -> SimpleConformanceFactory:
     return SimpleConformanceFactory(
         name=PI_CONFORMANCE_FACTORY_NAME,
         create=_create,
-        unsupported_history_parts=PI_CONFORMANCE_UNSUPPORTED_PARTS,
+        unsupported_history_parts=_UNSUPPORTED_HISTORY_PARTS,
     )
