@@ -272,3 +272,59 @@ def test_a_results_exit_status_is_read_whatever_its_case(tmp_path, text, failed,
         plan = workspace.plan()
     digest = _digest_of(plan)[1].blocks[0].text
     assert ("make all (" + status + ")" in digest) if status else ("make all (" not in digest), digest
+
+
+def _test_run(failures, passed=1_500):
+    """A long ``pytest`` output (``passed`` lines) that ends in ``failures``, as the shell returns it."""
+    lines = [f"tests/test_cli.py::test_case_{n:04d} PASSED" for n in range(passed)]
+    return "\n".join([*lines, "=== FAILURES ===", *failures, "[exit code 1]"])
+
+
+def test_a_rerun_that_fails_otherwise_keeps_the_earlier_error_in_the_plan(tmp_path):
+    # The same command fails twice in the newest results, each time with another error, and both long
+    # results are cut: the digest must not let the second failure hide what the first one said.
+    rerun = "pytest -q tests/test_cli.py -x"
+    tail = [
+        _shell_call("run-1", rerun),
+        _shell_result("run-1", _test_run(["E   KeyError: 'cli-550'"]), failed=True),
+        pi_message("assistant", [{"type": "text", "text": "Fixing the key lookup."}]),
+        _shell_call("run-2", rerun),
+        _shell_result("run-2", _test_run(["E   KeyError: 'cli-761'"]), failed=True),
+        _shell_call("run-3", rerun),
+        _shell_result("run-3", _test_run(["E   KeyError: 'cli-761'"]), failed=True),  # the same again
+        pi_message("user", "Where are we with the CLI tests?"),
+    ]
+    path = write_long_session(tmp_path / "rerun.jsonl", steps=20)
+    append_pi_entries(path, tail)
+    with ContextWorkspace.open(path, no_store=True, model=MODEL) as workspace:
+        plan = workspace.plan()
+    sent = "\n".join(
+        block.text for message in plan.messages for block in message.blocks if hasattr(block, "text")
+    )
+    assert "test_case_0001 PASSED" not in sent  # the results themselves are cut: only the digest has them
+    text = _digest_of(plan)[1].blocks[0].text
+    errors = next(line for line in text.splitlines() if line.startswith("Recent errors"))
+    # one entry for the call, its newest error first, the other one its failures said after it, once
+    assert f"bash {rerun}: E KeyError: 'cli-761' (earlier: E KeyError: 'cli-550')" in errors
+    assert errors.count("cli-761") == 1
+
+
+def test_an_earlier_error_of_a_call_that_passed_since_is_kept_before_the_mark(tmp_path):
+    rerun = "pytest -q tests/test_cli.py -x"
+    tail = [
+        _shell_call("run-1", rerun),
+        _shell_result("run-1", _test_run(["E   KeyError: 'cli-550'"]), failed=True),
+        _shell_call("run-2", rerun),
+        _shell_result("run-2", _test_run(["E   KeyError: 'cli-761'"]), failed=True),
+        _shell_call("run-3", rerun),
+        _shell_result(
+            "run-3", _test_run([], passed=2_000).replace("[exit code 1]", "all passed"), failed=False
+        ),
+        pi_message("user", "Good, what is next?"),
+    ]
+    path = write_long_session(tmp_path / "passed.jsonl", steps=20)
+    append_pi_entries(path, tail)
+    with ContextWorkspace.open(path, no_store=True, model=MODEL) as workspace:
+        plan = workspace.plan()
+    text = _digest_of(plan)[1].blocks[0].text
+    assert f"bash {rerun}: E KeyError: 'cli-761' (earlier: E KeyError: 'cli-550') (passed since)" in text

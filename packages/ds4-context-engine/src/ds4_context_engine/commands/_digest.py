@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, NamedTuple
 
@@ -193,6 +193,9 @@ class DigestBuilder:
         self.calls: dict[str, _Recent] = {}  # tool -> identity -> [count, last status]
         # identity -> first error line of its newest failure (marked once the same call went through)
         self.errors: OrderedDict[str, str] = OrderedDict()
+        # (identity, error line) of the newest failures read: a call that failed again with another
+        # error still shows the earlier one while it is among the results a model looks back on
+        self.failures: deque[tuple[str, str]] = deque(maxlen=_OPEN_ERRORS)
         self.host: list[str] = []  # goals of the host's own compaction summaries, newest last
         self.tools: Counter[str] = Counter()
         self._pending: dict[str, tuple[str, str]] = {}  # call id -> (tool, identity)
@@ -204,6 +207,7 @@ class DigestBuilder:
         twin.changed, twin.read = self.changed.copy(), self.read.copy()
         twin.calls = {name: records.copy() for name, records in self.calls.items()}
         twin.errors, twin.tools = OrderedDict(self.errors), Counter(self.tools)
+        twin.failures = deque(self.failures, maxlen=_OPEN_ERRORS)
         twin._pending = dict(self._pending)
         return twin
 
@@ -295,11 +299,24 @@ class DigestBuilder:
         if line is not None:
             self.errors.pop(key, None)
             self.errors[key] = line  # the newest failure of the call, open until the same call goes through
+            self.failures.append((key, line))
             if len(self.errors) > _MAX_ENTRIES:
                 self.errors.popitem(last=False)
         elif key in self.errors and not self.errors[key].endswith(_PASSED):
             # kept in its place, marked: the model still reads what the recent failure said
             self.errors[key] += _PASSED
+
+    def _error_entry(self, key: str, line: str) -> str:
+        """The newest error line of ``key``, with the other lines of its failures among the newest read
+        (oldest first): a rerun that fails otherwise does not hide what the previous run said."""
+        passed = line.endswith(_PASSED)
+        newest = line.removesuffix(_PASSED)
+        earlier = list(
+            dict.fromkeys(seen for failed, seen in self.failures if failed == key and seen != newest)
+        )
+        if earlier:
+            newest += f" (earlier: {' | '.join(earlier)})"
+        return newest + _PASSED if passed else newest
 
     def source_ids(self) -> tuple[str, ...]:
         """The requests the digest quotes (restore shows them)."""
@@ -341,7 +358,7 @@ class DigestBuilder:
                 extra.append(status)
             return f"{key} ({', '.join(extra)})" if extra else key
 
-        errors = [f"{key}: {line}" for key, line in reversed(self.errors.items())]
+        errors = [f"{key}: {self._error_entry(key, line)}" for key, line in reversed(self.errors.items())]
         # (title, entries newest first, forgotten, separator, moving): in the order the budget serves them
         sections: list[tuple[str, list[str], int, str, bool]] = [
             ("Files changed", entries(self.changed, counted), self.changed.forgotten, ", ", False),
