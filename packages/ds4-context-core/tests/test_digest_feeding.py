@@ -16,6 +16,7 @@ from ds4_context_core._planner._digest import (
     _SHELL_KEYS,
     _argument,
     _arguments_tagged,
+    _Failure,
     _fold,
     _text,
 )
@@ -90,8 +91,11 @@ class _Reference(TaskDigestBuilder):
         else:
             failed = bool(result.is_error)
         if failed:
-            line = first_error_line(content) or (content.strip().splitlines() or ["failed"])[0]
-            self.errors.put(key, _fold(line, _ENTRY_CHARS))
+            line = _fold(
+                first_error_line(content) or (content.strip().splitlines() or ["failed"])[0], _ENTRY_CHARS
+            )
+            self.errors.put(key, line)
+            self._failures.append(_Failure(key, line, is_line=True))
         elif key in self.errors.entries:
             self.errors.close(key)
 
@@ -103,7 +107,9 @@ class _Reference(TaskDigestBuilder):
         status = exit_status(rest, False)
         self.commands.put(key, f"{status} (run by the user)")
         if status != "exit 0":
-            self.errors.put(key, _fold(first_error_line(rest) or status, _ENTRY_CHARS))
+            line = _fold(first_error_line(rest) or status, _ENTRY_CHARS)
+            self.errors.put(key, line)
+            self._failures.append(_Failure(key, line, is_line=True))
         else:
             self.errors.close(key)
 
@@ -210,3 +216,37 @@ def test_an_error_passed_since_keeps_its_line_when_read_late():
     text = fast.render(8_000)
     assert text == reference.render(8_000)
     assert "- pytest -q: [exit code 2] (passed since)" in text
+
+
+def test_a_rerun_that_fails_otherwise_keeps_the_earlier_error_line():
+    # The same command fails three times, the second time with another error: the digest's one entry for
+    # it gives the newest line first, then the other one, once, and keeps both after the call passes.
+    run = ("call", [("bash", {"command": "pytest -q"})])
+    first = ("result", ("E   KeyError: 'cli-550'\n[exit code 1]", False))
+    second = ("result", ("E   KeyError: 'cli-761'\n[exit code 1]", False))
+    steps = [("user", "fix it"), run, first, run, second, run, second]
+    fast, reference = TaskDigestBuilder(), _Reference()
+    fast.feed(_history(steps))
+    reference.feed(_history(steps))
+    text = fast.render(8_000)
+    assert text == reference.render(8_000)
+    errors = text.split("Errors, newest first", 1)[1].splitlines()[1]
+    assert errors == "- pytest -q: E KeyError: 'cli-761' (earlier: E KeyError: 'cli-550')", text
+    fast.feed(_history([*steps, run, ("result", ("3 passed", False))])[len(steps) :])
+    assert (
+        "- pytest -q: E KeyError: 'cli-761' (earlier: E KeyError: 'cli-550') (passed since)"
+        in fast.render(8_000)
+    )
+
+
+def test_an_earlier_error_line_leaves_with_the_failure_once_ten_newer_failures_were_read():
+    run = ("call", [("bash", {"command": "pytest -q"})])
+    other = ("call", [("bash", {"command": "make"})])
+    steps = [run, ("result", ("E   KeyError: 'old'\n[exit code 1]", False))]
+    steps += [other, ("result", ("Error: make\n[exit code 2]", False))] * 10
+    steps += [run, ("result", ("E   KeyError: 'new'\n[exit code 1]", False))]
+    builder = TaskDigestBuilder()
+    builder.feed(_history(steps))
+    text = builder.render(8_000)
+    assert "- pytest -q: E KeyError: 'new'" in text
+    assert "'old'" not in text

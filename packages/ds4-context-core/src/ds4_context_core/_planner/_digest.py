@@ -18,7 +18,7 @@ compaction): between compactions it is byte-identical, so the cached prefix surv
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
@@ -42,6 +42,7 @@ _COMMAND_CHARS: Final = 100
 _FIRST_INSTRUCTIONS: Final = 6
 _FIRST_ERRORS: Final = 8
 _PASSED_SINCE: Final = " (passed since)"
+_RECENT_FAILURES: Final = 10  # as many as the results a model looks back on
 _SUMMARY_CHARS: Final = 1_500
 _HOST_SUMMARY_ROLES: Final = frozenset({"compactionSummary", "branchSummary"})
 # A user message that is only a host command (``/mode plan``, ``/model x``, ``/compact``) is no request.
@@ -163,6 +164,22 @@ class _Recent:
             self.entries[key] = value + _PASSED_SINCE
 
 
+class _Failure:
+    """One failed call: its identity and its result, read down to its error line once asked."""
+
+    __slots__ = ("is_line", "key", "text")
+
+    def __init__(self, key: str, text: str, *, is_line: bool = False) -> None:
+        self.key, self.text, self.is_line = key, text, is_line
+
+    def line(self) -> str:
+        if not self.is_line:
+            text = self.text
+            line = first_error_line(text) or (text.strip().splitlines() or ["failed"])[0]
+            self.text, self.is_line = _fold(line, _ENTRY_CHARS), True
+        return self.text
+
+
 class TaskDigestBuilder:
     """Reads messages once, in history order, and renders the task digest of all it has read."""
 
@@ -184,6 +201,9 @@ class TaskDigestBuilder:
         # errors whose line is not read yet (call identity -> the result): a later failure of the same
         # call replaces it unread, the rest are read when the feed ends
         self._unread: dict[str, str] = {}
+        # the newest failures: a call that failed again with another error still shows the earlier line
+        # while it is among the results a model looks back on (each read only when rendered)
+        self._failures: deque[_Failure] = deque(maxlen=_RECENT_FAILURES)
 
     def feed(self, messages: Iterable[CanonicalMessage]) -> None:
         try:
@@ -352,6 +372,7 @@ class TaskDigestBuilder:
         if failed:
             self.errors.put(key, "")  # its line is read once no later failure of the call replaces it
             self._unread[key] = content
+            self._failures.append(_Failure(key, content))
         elif key in self.errors.entries:
             self._close(key)  # the same call went through since: no longer open, said so
 
@@ -364,9 +385,28 @@ class TaskDigestBuilder:
         self.commands.put(key, f"{status} (run by the user)")
         if status != "exit 0":
             self._unread.pop(key, None)
-            self.errors.put(key, _fold(first_error_line(rest) or status, _ENTRY_CHARS))
+            line = _fold(first_error_line(rest) or status, _ENTRY_CHARS)
+            self.errors.put(key, line)
+            self._failures.append(_Failure(key, line, is_line=True))
         else:
             self._close(key)
+
+    def _errors(self) -> list[str]:
+        """The open and recent errors, newest first: each call's newest error line, then the other lines
+        its failures among the newest said (oldest first), so a rerun that fails otherwise hides nothing."""
+        earlier: dict[str, list[str]] = {}
+        for failure in self._failures:
+            earlier.setdefault(failure.key, []).append(failure.line())
+        lines = []
+        for key, value in reversed(self.errors.entries.items()):
+            passed = value.endswith(_PASSED_SINCE)
+            newest = value.removesuffix(_PASSED_SINCE)
+            others = [line for line in dict.fromkeys(earlier.get(key, ())) if line != newest]
+            if others:
+                newest += f" (earlier: {' | '.join(others)})"
+            entry = newest + _PASSED_SINCE if passed else newest
+            lines.append(f"{key}: {entry}" if entry else key)
+        return lines
 
     def render(self, max_chars: int) -> str | None:
         """The digest within ``max_chars`` (whole entries only, newest kept first), or None when empty.
@@ -383,9 +423,6 @@ class TaskDigestBuilder:
         def keys(store: _Recent) -> list[str]:
             return list(reversed(store.entries))
 
-        def pairs(store: _Recent) -> list[str]:
-            return [f"{key}: {value}" if value else key for key, value in reversed(store.entries.items())]
-
         def runs(store: _Recent) -> list[str]:
             counts = store.counts
             lines = []
@@ -400,7 +437,7 @@ class TaskDigestBuilder:
         sections = [
             ("Host summary of earlier work", values(self.summaries), self.summaries.forgotten),
             ("Later instructions, newest first", values(self.instructions), self.instructions.forgotten),
-            ("Errors, newest first", pairs(self.errors), self.errors.forgotten),
+            ("Errors, newest first", self._errors(), self.errors.forgotten),
             ("Files changed, newest first", keys(self.changed), self.changed.forgotten),
             ("Commands run, newest first, with exit status", runs(self.commands), self.commands.forgotten),
             ("Searches", keys(self.searches), self.searches.forgotten),
