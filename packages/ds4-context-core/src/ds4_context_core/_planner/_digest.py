@@ -198,9 +198,9 @@ class TaskDigestBuilder:
         self._pending: dict[str, tuple[str, str, str | None]] = {}  # call id -> (kind, key, path)
         self._kinds: dict[str, str] = {}  # tool name -> its kind (a session uses few names, many times)
         self._serial = 0
-        # errors whose line is not read yet (call identity -> the result): a later failure of the same
-        # call replaces it unread, the rest are read when the feed ends
-        self._unread: dict[str, str] = {}
+        # errors whose line is not read yet (call identity -> its newest failure): a later failure of the
+        # same call replaces it unread, the rest are read when the feed ends
+        self._unread: dict[str, _Failure] = {}
         # the newest failures: a call that failed again with another error still shows the earlier line
         # while it is among the results a model looks back on (each read only when rendered)
         self._failures: deque[_Failure] = deque(maxlen=_RECENT_FAILURES)
@@ -213,17 +213,15 @@ class TaskDigestBuilder:
 
     def _read_errors(self) -> None:
         unread, entries = self._unread, self.errors.entries
-        for key, content in unread.items():
+        for key, failure in unread.items():
             if key in entries:  # not aged out since
-                line = first_error_line(content) or (content.strip().splitlines() or ["failed"])[0]
-                entries[key] = _fold(line, _ENTRY_CHARS)
+                entries[key] = failure.line()
         unread.clear()
 
     def _read_error(self, key: str) -> None:
-        content = self._unread.pop(key, None)
-        if content is not None and key in self.errors.entries:
-            line = first_error_line(content) or (content.strip().splitlines() or ["failed"])[0]
-            self.errors.entries[key] = _fold(line, _ENTRY_CHARS)
+        failure = self._unread.pop(key, None)
+        if failure is not None and key in self.errors.entries:
+            self.errors.entries[key] = failure.line()
 
     def _feed(self, messages: Iterable[CanonicalMessage]) -> None:  # noqa: PLR0915 - one loop, all left out
         # What a call adds depends only on its name and its arguments, and a session repeats its calls
@@ -371,8 +369,10 @@ class TaskDigestBuilder:
             failed = bool(result.is_error)
         if failed:
             self.errors.put(key, "")  # its line is read once no later failure of the call replaces it
-            self._unread[key] = content
-            self._failures.append(_Failure(key, content))
+            # one read of its line serves both the entry and the earlier lines of a later rerun
+            failure = _Failure(key, content)
+            self._unread[key] = failure
+            self._failures.append(failure)
         elif key in self.errors.entries:
             self._close(key)  # the same call went through since: no longer open, said so
 
