@@ -251,13 +251,19 @@ class HistoryIndex:
         )
         # Estimates that could fail later are made now, unless the build is for the tool units alone.
         estimate_odd = deferred and not structure_only
-        if not (deferred and self._first_walk(messages, estimate_odd=estimate_odd)):
+        first = deferred and self._first_walk(
+            messages, estimate_odd=estimate_odd, structure_only=structure_only
+        )
+        if not first:
             self._walk(messages, deferred=deferred, estimate_odd=estimate_odd)
         if deferred:
             self.known_from = len(messages)
-            self.cumulative = [0] * (len(messages) + 1)
+            # a build for the tool units alone never estimates: no prefix sums to hold
+            self.cumulative = [0] if structure_only else [0] * (len(messages) + 1)
 
-    def _first_walk(self, messages: tuple[CanonicalMessage, ...], *, estimate_odd: bool) -> bool:
+    def _first_walk(
+        self, messages: tuple[CanonicalMessage, ...], *, estimate_odd: bool, structure_only: bool = False
+    ) -> bool:
         """The deferred first build for the usual shape of a history, in about half the time of
         ``_walk``; returns False, having changed nothing, when the history needs the general walk.
 
@@ -270,7 +276,7 @@ class HistoryIndex:
         reference and reports every error exactly.
         """
         try:
-            built = _first_structure(messages, estimate_odd=estimate_odd)
+            built = _first_structure(messages, estimate_odd=estimate_odd, structure_only=structure_only)
         except Exception:  # _IrregularShapeError, or a malformed message: the general walk reports it exactly
             return False
         parent, callers, answered, orphans = built.parent, built.callers, built.answered, built.orphans
@@ -489,9 +495,9 @@ class _FirstFacts:
         "user_positions",
     )
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, estimates: bool = True) -> None:
         self.parent = [-1] * size
-        self.tokens = [-1] * size
+        self.tokens = [-1] * size if estimates else []
         self.position_of: dict[str, int] = {}
         self.user_positions: list[int] = []
         self.pinned: list[int] = []
@@ -502,12 +508,19 @@ class _FirstFacts:
 
 
 def _first_structure(  # noqa: PLR0915 - the cold plan's one pass over every block, kept in one loop
-    messages: tuple[CanonicalMessage, ...], *, estimate_odd: bool = True
+    messages: tuple[CanonicalMessage, ...], *, estimate_odd: bool = True, structure_only: bool = False
 ) -> _FirstFacts:
-    """The facts ``HistoryIndex._first_walk`` keeps; raises ``_IrregularShapeError`` outside its shape."""
+    """The facts ``HistoryIndex._first_walk`` keeps; raises ``_IrregularShapeError`` outside its shape.
+
+    ``structure_only`` (the tool units alone, for a snapshot's groups) leaves out what only a plan
+    reads: the position of each message id and the token estimates. Those were most of a snapshot's
+    transient memory (a dict entry per message), and the units are made by position, so they do not
+    depend on message ids being unique.
+    """
     size = len(messages)
     flat_types = _FLAT_VALUE_TYPES
-    facts = _FirstFacts(size)
+    facts = _FirstFacts(size, estimates=not structure_only)
+    planning = not structure_only
     parent, position_of, callers, answered, orphans = (
         facts.parent,
         facts.position_of,
@@ -522,7 +535,10 @@ def _first_structure(  # noqa: PLR0915 - the cold plan's one pass over every blo
     for position, message in enumerate(messages):
         if type(message) is not CanonicalMessage:
             raise _IrregularShapeError
-        position_of[message.id] = position
+        if planning:
+            position_of[message.id] = position
+        elif type(message.id) is not str:  # the general walk fails on it exactly as a plan's would
+            raise _IrregularShapeError
         root = -1
         has_result = False
         odd = not estimate_odd  # True: skip the argument scan, nothing will be estimated
@@ -582,7 +598,7 @@ def _first_structure(  # noqa: PLR0915 - the cold plan's one pass over every blo
             user_positions.append(position)
         if flags.pinned or role == "system":  # system messages are pinned by default
             pinned.append(position)
-    if len(position_of) != size or len(callers) != calls:
+    if (planning and len(position_of) != size) or len(callers) != calls:
         raise _IrregularShapeError  # a duplicate message or call id
     if orphans and not callers.keys().isdisjoint(orphans):
         raise _IrregularShapeError  # a result that came before its call
