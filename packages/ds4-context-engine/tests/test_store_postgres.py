@@ -215,10 +215,30 @@ def test_words_are_split_as_fts5_splits_them(pg_url, opened, tmp_path):
         "message",
         {"message": {"role": "user", "content": "see foo.bar and trim_tests, Café", "timestamp": 1}},
     )
+    plain = append_pi_entry(  # ASCII only: the words are split another way, to the same result
+        path,
+        "message",
+        {"message": {"role": "user", "content": "Gamma_ray x9.Kappa (w1-w2)\tLAMBDA", "timestamp": 2}},
+    )
+    often, once = (
+        append_pi_entry(
+            path,
+            "message",
+            {"message": {"role": "user", "content": text, "timestamp": 3}},
+        )
+        for text in ("zeta omega zeta zeta", "zeta omega upsilon psi")
+    )
     store = _open(opened, pg_url)
     store.index_file(path)
     for query in ("foo", "bar", "trim tests", "cafe", "CAFÉ"):
         assert entry.id in [hit.entry_id for hit in store.search(CODING_ID, query)], query
+    for query in ("gamma", "RAY", "x9", "kappa", "w1 w2", "lambda"):
+        assert [hit.entry_id for hit in store.search(CODING_ID, query)] == [plain.id], query
+    assert store.search(CODING_ID, "x9.kappa_w1") == store.search(CODING_ID, "x9 kappa w1")
+    # a word's count in an entry ranks it (bm25's tf), for either match
+    for match in ("all", "any"):
+        hits = store.search(CODING_ID, "zeta omega", match=match)
+        assert [hit.entry_id for hit in hits] == [often.id, once.id], match
     assert store.search(CODING_ID, "'; DROP TABLE entries; --") == ()
     assert store.search(CODING_ID, "a & b | !c <-> d:*") == ()
 

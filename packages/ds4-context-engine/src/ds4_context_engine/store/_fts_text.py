@@ -12,17 +12,26 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Collection, Iterable
 from typing import Final
 
 __all__ = ["excerpt", "fts_words", "tsquery_text", "tsvector_text"]
 
-# PostgreSQL's tsvector limits: positions run to 16,383, a lexeme is under 2 KiB, 256 positions a lexeme.
-_MAX_POSITION: Final = 16_383
+# PostgreSQL's tsvector limits: a lexeme is under 2 KiB and holds at most 256 positions.
 _MAX_LEXEME_BYTES: Final = 2_046
 _MAX_POSITIONS_PER_WORD: Final = 256
-_POSITION_NAMES: Final = tuple(str(position) for position in range(_MAX_POSITION + 1))
+# A word's positions in its entry's tsvector are 1..tf, not where it stands: only their count is ever
+# read (bm25's tf, ts_rank's frequencies), no query asks for a phrase or a distance, and a run per count
+# is one ready string where the true positions cost a Python step per word (the literal is built for
+# every entry indexed: its hottest loop).
+_RUNS: Final = tuple(",".join(map(str, range(1, count + 1))) for count in range(_MAX_POSITIONS_PER_WORD + 1))
 _WORD: Final = re.compile(r"[^\W_]+|[\ue000-\uf8ff]+")
+# ASCII letters and digits folded to lower case, everything else a space: for ASCII text the same words
+# as ``_WORD`` finds (``[^\W_]`` is ``[A-Za-z0-9]`` there), split in C by ``str.translate`` and ``split``
+_ASCII_WORDS: Final = str.maketrans({
+    code: chr(code).lower() if chr(code).isalnum() else " " for code in range(128)
+})  # fmt: skip
 
 
 def _fold(word: str) -> str:
@@ -35,7 +44,7 @@ def _fold(word: str) -> str:
 def fts_words(text: str) -> list[str]:
     """The folded words of ``text``, in order (what FTS5 ``unicode61`` indexes, near enough)."""
     if text.isascii():  # the common case, all in C: no diacritics to remove
-        return _WORD.findall(text.lower())
+        return text.translate(_ASCII_WORDS).split()
     words = []
     for match in _WORD.finditer(text):
         folded = _fold(match.group())
@@ -49,25 +58,24 @@ def _quoted(word: str) -> str:
     return f"'{word}'"
 
 
-def tsvector_text(text: str) -> tuple[str, int, frozenset[str]]:
-    """A ``tsvector`` literal of ``text``'s words with their positions, how many words it has, and which."""
+def tsvector_text(text: str) -> tuple[str, int, Collection[str]]:
+    """A ``tsvector`` literal of ``text``'s words, each with its count as positions 1..tf (at most
+    256, PostgreSQL's limit), how many words ``text`` has, and which distinct ones."""
     words = fts_words(text)
-    # positions as ready strings (the literal is built for every entry indexed: its hottest loop)
-    positions: dict[str, list[str]] = {}
-    names = _POSITION_NAMES
-    for position, word in enumerate(words, start=1):
-        spots = positions.get(word)
-        name = names[position] if position <= _MAX_POSITION else names[_MAX_POSITION]
-        if spots is None:
-            positions[word] = [name]
-        elif len(spots) < _MAX_POSITIONS_PER_WORD and spots[-1] is not name:
-            spots.append(name)  # (past the last position, later ones all count as the last one, once)
-    literal = " ".join([
-        f"'{word}':{','.join(spots)}"
-        for word, spots in positions.items()
-        if len(word) * 4 <= _MAX_LEXEME_BYTES or len(word.encode("utf-8")) <= _MAX_LEXEME_BYTES
-    ])  # fmt: skip
-    return literal, len(words), frozenset(positions)
+    counts = Counter(words)
+    runs = _RUNS
+    cap = _MAX_POSITIONS_PER_WORD
+    if max(map(len, counts), default=0) * 4 <= _MAX_LEXEME_BYTES:  # no word too long for a lexeme
+        literal = " ".join([
+            f"'{word}':{runs[count] if count <= cap else runs[cap]}" for word, count in counts.items()
+        ])  # fmt: skip
+    else:
+        literal = " ".join([
+            f"'{word}':{runs[count] if count <= cap else runs[cap]}"
+            for word, count in counts.items()
+            if len(word) * 4 <= _MAX_LEXEME_BYTES or len(word.encode("utf-8")) <= _MAX_LEXEME_BYTES
+        ])  # fmt: skip
+    return literal, len(words), counts.keys()
 
 
 def tsquery_text(words: Iterable[str], *, match_any: bool) -> str:

@@ -677,11 +677,13 @@ class PostgresDerivedStore:
         if not words:
             return ()
         expression = tsquery_text(words, match_any=match == "any")
+        pool_expression = tsquery_text(words, match_any=True)
         capped = max(1, min(limit, 100))
 
         def run(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
             return connection.execute(_BM25_QUERY if excerpts else _BM25_RANKS, {
-                "session": session_id, "query": expression, "words": words, "limit": capped,
+                "session": session_id, "query": expression, "pool_query": pool_expression, "words": words,
+                "limit": capped,
                 "pool": max(_BM25_POOL, 4 * capped), "k1": _BM25_K1, "b": _BM25_B,
             }).fetchall()  # fmt: skip
 
@@ -963,7 +965,9 @@ class PostgresDerivedStore:
 # bm25 as FTS5 computes it (k1 1.2, b 0.75, idf clamped at 1e-6, negated so lower is better), with the
 # session's entries as the corpus; tf is the number of positions of the word in the entry's tsvector.
 # Scoring unnests each entry's tsvector, so it runs on the best %(pool)s matches by ts_rank (C, cheap);
-# the final order is bm25's.
+# the final order is bm25's. The pool is ranked by the query's words joined by OR even for an AND query:
+# ts_rank of an AND query weighs the distances between the words' positions, which are counts here
+# (see ``_fts_text.tsvector_text``), while for OR it reads each word's frequency only, as bm25 does.
 _BM25_TEMPLATE: Final = """
 WITH corpus AS MATERIALIZED (
     SELECT fts_entries AS total, fts_words::float8 / greatest(fts_entries, 1) AS mean FROM sessions
@@ -979,7 +983,7 @@ idf AS MATERIALIZED (
 candidates AS MATERIALIZED (
     SELECT entry_key, {body} AS body, words, document FROM entries_fts
     WHERE session_id = %(session)s AND document @@ %(query)s::tsquery
-    ORDER BY ts_rank(document, %(query)s::tsquery, 1) DESC, entry_key LIMIT %(pool)s
+    ORDER BY ts_rank(document, %(pool_query)s::tsquery, 1) DESC, entry_key LIMIT %(pool)s
 ),
 scored AS (
     SELECT m.entry_key, -sum(
