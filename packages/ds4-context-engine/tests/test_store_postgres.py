@@ -243,6 +243,50 @@ def test_words_are_split_as_fts5_splits_them(pg_url, opened, tmp_path):
     assert store.search(CODING_ID, "a & b | !c <-> d:*") == ()
 
 
+def test_a_session_copied_in_binary_and_one_appended_store_the_same_words(
+    postgres_server, pg_url, opened, tmp_path
+):
+    # a full batch is copied with binary tsvectors, an appended one upserted with literals
+    texts = (
+        "Ünïcode ŒUVRE straße Ωmega ﬁne zeta",
+        "x" * 3000 + " fits too",  # a word too long for a lexeme is left out
+        " ".join(["echo"] * 300 + ["delta"] * 2),  # more than 256 positions: 256 kept
+        "",
+    )
+    path = tmp_path / "copied.jsonl"
+    shutil.copy(FIXTURES / "v3-coding.jsonl", path)
+    first = [
+        append_pi_entry(path, "message", {"message": {"role": "user", "content": text, "timestamp": 1}})
+        for text in texts
+    ]
+    store = _open(opened, pg_url)
+    assert store.index_file(path).mode == "full"
+    second = [
+        append_pi_entry(path, "message", {"message": {"role": "user", "content": text, "timestamp": 2}})
+        for text in texts
+    ]
+    assert store.index_file(path).mode == "incremental"
+    with postgres_server.admin(_database(pg_url)) as connection:
+        documents = dict(
+            connection.execute(
+                "SELECT entry_key, document::text FROM ds4_context.entries_fts WHERE session_id = %s",
+                (CODING_ID,),
+            ).fetchall()
+        )
+    for copied, appended in zip(first[:3], second[:3], strict=True):
+        assert documents[f"{CODING_ID}:{copied.id}"] == documents[f"{CODING_ID}:{appended.id}"]
+    assert documents[f"{CODING_ID}:{first[0].id}"] == (
+        "'fine':1 'strasse':1 'unicode':1 'zeta':1 'œuvre':1 'ωmega':1"
+    )
+    assert documents[f"{CODING_ID}:{first[1].id}"] == "'fits':1 'too':1"
+    assert documents[f"{CODING_ID}:{first[2].id}"].startswith("'delta':1,2 'echo':1,2,3,")
+    assert documents[f"{CODING_ID}:{first[2].id}"].endswith(",256")
+    assert f"{CODING_ID}:{first[3].id}" not in documents  # nothing to search
+    for query, entries in (("ŒUVRE STRASSE", 0), ("ﬁne", 0), ("fits", 1), ("echo delta", 2)):
+        found = {hit.entry_id for hit in store.search(CODING_ID, query)}
+        assert found == {first[entries].id, second[entries].id}, query
+
+
 # -- credentials --------------------------------------------------------------------------------------
 
 

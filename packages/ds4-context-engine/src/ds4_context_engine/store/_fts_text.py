@@ -11,12 +11,13 @@ private-use characters, case-folded and without diacritics, as ``unicode61`` wit
 from __future__ import annotations
 
 import re
+import struct
 import unicodedata
 from collections import Counter
 from collections.abc import Collection, Iterable
 from typing import Final
 
-__all__ = ["excerpt", "fts_words", "tsquery_text", "tsvector_text"]
+__all__ = ["excerpt", "fts_words", "tsquery_text", "tsvector_binary", "tsvector_text"]
 
 # PostgreSQL's tsvector limits: a lexeme is under 2 KiB and holds at most 256 positions.
 _MAX_LEXEME_BYTES: Final = 2_046
@@ -26,6 +27,11 @@ _MAX_POSITIONS_PER_WORD: Final = 256
 # is one ready string where the true positions cost a Python step per word (the literal is built for
 # every entry indexed: its hottest loop).
 _RUNS: Final = tuple(",".join(map(str, range(1, count + 1))) for count in range(_MAX_POSITIONS_PER_WORD + 1))
+# the same in PostgreSQL's binary tsvector format (its tsvectorsend/tsvectorrecv): per lexeme, after
+# its UTF-8 bytes and a NUL, a uint16 count of positions and each position as a uint16 (weight D: 0)
+_BINARY_RUNS: Final = tuple(
+    struct.pack(f">H{count}H", count, *range(1, count + 1)) for count in range(_MAX_POSITIONS_PER_WORD + 1)
+)
 _WORD: Final = re.compile(r"[^\W_]+|[\ue000-\uf8ff]+")
 # ASCII letters and digits folded to lower case, everything else a space: for ASCII text the same words
 # as ``_WORD`` finds (``[^\W_]`` is ``[A-Za-z0-9]`` there), split in C by ``str.translate`` and ``split``
@@ -58,11 +64,19 @@ def _quoted(word: str) -> str:
     return f"'{word}'"
 
 
+def _counted(text: str) -> tuple[list[str], Counter[str]]:
+    words = fts_words(text)
+    return words, Counter(words)
+
+
+def _fits(word: str) -> bool:
+    return len(word) * 4 <= _MAX_LEXEME_BYTES or len(word.encode("utf-8")) <= _MAX_LEXEME_BYTES
+
+
 def tsvector_text(text: str) -> tuple[str, int, Collection[str]]:
     """A ``tsvector`` literal of ``text``'s words, each with its count as positions 1..tf (at most
     256, PostgreSQL's limit), how many words ``text`` has, and which distinct ones."""
-    words = fts_words(text)
-    counts = Counter(words)
+    words, counts = _counted(text)
     runs = _RUNS
     cap = _MAX_POSITIONS_PER_WORD
     if max(map(len, counts), default=0) * 4 <= _MAX_LEXEME_BYTES:  # no word too long for a lexeme
@@ -73,9 +87,28 @@ def tsvector_text(text: str) -> tuple[str, int, Collection[str]]:
         literal = " ".join([
             f"'{word}':{runs[count] if count <= cap else runs[cap]}"
             for word, count in counts.items()
-            if len(word) * 4 <= _MAX_LEXEME_BYTES or len(word.encode("utf-8")) <= _MAX_LEXEME_BYTES
+            if _fits(word)
         ])  # fmt: skip
     return literal, len(words), counts.keys()
+
+
+def tsvector_binary(text: str) -> tuple[bytes, int, Collection[str]]:
+    """:func:`tsvector_text` in PostgreSQL's binary format, for ``COPY ... (FORMAT BINARY)``: the server
+    reads it without parsing text, a third of what the literal costs it. The lexemes go in byte order
+    (a ``str`` sorts by code point, which is UTF-8's byte order), the order the server keeps them in,
+    so it need not sort them."""
+    words, counts = _counted(text)
+    runs = _BINARY_RUNS
+    cap = _MAX_POSITIONS_PER_WORD
+    lexemes = sorted(counts)
+    if max(map(len, lexemes), default=0) * 4 > _MAX_LEXEME_BYTES:
+        lexemes = [word for word in lexemes if _fits(word)]
+    parts = [len(lexemes).to_bytes(4, "big")]
+    parts += [
+        word.encode("utf-8") + b"\0" + (runs[count] if count <= cap else runs[cap])
+        for word, count in zip(lexemes, map(counts.__getitem__, lexemes), strict=True)
+    ]
+    return b"".join(parts), len(words), counts.keys()
 
 
 def tsquery_text(words: Iterable[str], *, match_any: bool) -> str:

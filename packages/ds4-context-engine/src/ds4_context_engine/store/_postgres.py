@@ -16,7 +16,7 @@ import os
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
@@ -34,7 +34,7 @@ from ds4_context_engine.pi import (
     PiSessionIndexer,
 )
 
-from ._fts_text import excerpt, fts_words, tsquery_text, tsvector_text
+from ._fts_text import excerpt, fts_words, tsquery_text, tsvector_binary, tsvector_text
 from ._limits import (
     ARTIFACT_THRESHOLD_CHARS,
     CALIBRATION_RETENTION,
@@ -95,6 +95,11 @@ _SESSION_BULK_TABLES: Final = ("entries_fts", "session_words", "entries")
 # SQLSTATE classes: 08 connection exception, 57P0x the server shutting down or restarting
 _CONNECTION_STATES: Final = ("08", "57P01", "57P02", "57P03")
 _AUTH_STATES: Final = ("28000", "28P01")
+# the column types of the bulk tables for binary COPY; a tsvector goes as ready bytes of its binary
+# format, which ``bytea`` passes through as they are (binary COPY names no types on the wire)
+_ENTRY_TYPES: Final = ("text", "text", "text", "text", "text", "text", "int8", "int8", "int4")
+_FTS_TYPES: Final = ("text", "text", "text", "int4", "bytea")
+_WORD_TYPES: Final = ("text", "text", "int8")
 
 _T = TypeVar("_T")
 
@@ -559,9 +564,15 @@ class PostgresDerivedStore:
         frequencies: Counter[str] = Counter()
         total_words = [0]
 
+        # COPY takes each tsvector in binary, which the server reads without parsing; an upsert's
+        # parameter is a literal, which it parses
+        document_of: Callable[[str], tuple[str | bytes, int, Collection[str]]] = (
+            tsvector_binary if fresh else tsvector_text
+        )
+
         def fts_rows() -> Iterator[tuple[Any, ...]]:
             for key, kept in texts.items():
-                document, words, distinct = tsvector_text(kept)
+                document, words, distinct = document_of(kept)
                 frequencies.update(distinct)
                 total_words[0] += words
                 yield key, session_id, kept, words, document
@@ -590,13 +601,17 @@ class PostgresDerivedStore:
         fts_rows: Iterable[tuple[Any, ...]],
         frequencies: Counter[str],
     ) -> None:
-        with cursor.copy("COPY entries FROM STDIN") as copy:
+        # in binary: no text for the server to parse back into numbers and tsvectors
+        with cursor.copy("COPY entries FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_ENTRY_TYPES)
             for row in entry_rows:
                 copy.write_row(row)
-        with cursor.copy("COPY entries_fts FROM STDIN") as copy:
+        with cursor.copy("COPY entries_fts FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_FTS_TYPES)
             for row in fts_rows:
                 copy.write_row(row)
-        with cursor.copy("COPY session_words FROM STDIN") as copy:
+        with cursor.copy("COPY session_words FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_WORD_TYPES)
             for word, count in frequencies.items():
                 copy.write_row((session_id, word, count))
 
