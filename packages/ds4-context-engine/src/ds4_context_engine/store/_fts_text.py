@@ -79,16 +79,10 @@ def tsvector_text(text: str) -> tuple[str, int, Collection[str]]:
     words, counts = _counted(text)
     runs = _RUNS
     cap = _MAX_POSITIONS_PER_WORD
-    if max(map(len, counts), default=0) * 4 <= _MAX_LEXEME_BYTES:  # no word too long for a lexeme
-        literal = " ".join([
-            f"'{word}':{runs[count] if count <= cap else runs[cap]}" for word, count in counts.items()
-        ])  # fmt: skip
-    else:
-        literal = " ".join([
-            f"'{word}':{runs[count] if count <= cap else runs[cap]}"
-            for word, count in counts.items()
-            if _fits(word)
-        ])  # fmt: skip
+    items: Iterable[tuple[str, int]] = counts.items()
+    if max(map(len, counts), default=0) * 4 > _MAX_LEXEME_BYTES:  # a word may be too long for a lexeme
+        items = [(word, count) for word, count in items if _fits(word)]
+    literal = " ".join([f"'{word}':{runs[count] if count <= cap else runs[cap]}" for word, count in items])
     return literal, len(words), counts.keys()
 
 

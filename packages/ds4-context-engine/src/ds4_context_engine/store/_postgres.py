@@ -692,7 +692,7 @@ class PostgresDerivedStore:
         if not words:
             return ()
         expression = tsquery_text(words, match_any=match == "any")
-        pool_expression = tsquery_text(words, match_any=True)
+        pool_expression = expression if match == "any" else tsquery_text(words, match_any=True)
         capped = max(1, min(limit, 100))
 
         def run(connection: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
