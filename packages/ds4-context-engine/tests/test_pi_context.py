@@ -272,6 +272,33 @@ def test_a_rebuilt_context_reuses_the_messages_already_converted():
     assert build_pi_context(two, "x").messages[-1].blocks == (TextBlock(text="two"),)
 
 
+def test_sessions_grown_from_one_session_never_get_each_others_context():
+    # the grown sessions share their parent's memo; the context remembered for one is not the other's
+    header = b'{"type":"session","version":3,"id":"fork","timestamp":"","cwd":"/p"}\n'
+    root = b'{"type":"message","id":"r","parentId":null,"message":{"role":"user","content":"root"}}\n'
+    tail = b'{"type":"message","id":"%s","parentId":"r","message":{"role":"user","content":"%s"}}\n'
+    base = read_pi_session_bytes(header + root)
+    build_pi_context(base)
+    one = extend_pi_session(base, tail % (b"a", b"one"))
+    two = extend_pi_session(base, tail % (b"b", b"two"))
+    assert two.context_memo is one.context_memo
+    first = build_pi_context(one)
+    assert [m.blocks for m in first.messages][-1] == (TextBlock(text="one"),)
+    # the same number of entries as ``one``: nothing new to extend by, yet not ``one``'s context
+    second = build_pi_context(two)
+    assert second == build_pi_context(read_pi_session_bytes(header + root + tail % (b"b", b"two")))
+    assert second.leaf_id == "b"
+    # longer than ``one``: not ``one``'s context grown by ``two``'s later entries either
+    three = extend_pi_session(one, tail % (b"c", b"three"))
+    longer = extend_pi_session(two, tail % (b"d", b"four") + tail % (b"e", b"five"))
+    assert build_pi_context(three).leaf_id == "c"
+    fresh = read_pi_session_bytes(header + root + tail % (b"b", b"two") + tail % (b"d", b"four"))
+    fresh = extend_pi_session(fresh, tail % (b"e", b"five"))
+    assert build_pi_context(longer) == build_pi_context(fresh)
+    # and the first one is still its own
+    assert build_pi_context(one) == first
+
+
 _OTHER_TYPES = (7, 1.5, True, ["a", 1], {"text": "a"})
 # (entry fields, what the message holds in place of the value) for every field Pi writes as a string
 _TYPED_FIELDS = (

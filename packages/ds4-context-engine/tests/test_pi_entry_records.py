@@ -10,12 +10,14 @@ from ds4_context_engine.pi import (
     append_pi_entries,
     append_pi_entry,
     create_pi_session,
+    extend_pi_session,
     pi_custom_entries,
     pi_entry_texts,
     pi_is_tool_output,
     pi_reported_usages,
     pi_summaries,
     read_pi_session,
+    read_pi_session_bytes,
 )
 
 
@@ -104,6 +106,25 @@ def test_reported_usage_of_each_assistant_message(tmp_path):
         (ids[2], 1000, None, "m", False),
         (ids[3], None, "openai", None, False),
     ]
+
+
+def test_reported_usages_of_two_sessions_grown_from_one_are_their_own():
+    # both grown sessions share their parent's memo and have as many entries: neither gets the other's
+    header = b'{"type":"session","version":3,"id":"fork","timestamp":"","cwd":"/p"}\n'
+    tail = (
+        b'{"type":"message","id":"%s","parentId":null,"message":{"role":"assistant","content":"x",'
+        b'"provider":"openai","model":"m","usage":{"input":%d,"output":1}}}\n'
+    )
+    base = read_pi_session_bytes(header)
+    assert pi_reported_usages(base) == ()
+    one = extend_pi_session(base, tail % (b"a", 10))
+    two = extend_pi_session(base, tail % (b"b", 20))
+    assert two.context_memo is one.context_memo
+    assert [(u.entry.id, u.input_tokens) for u in pi_reported_usages(one)] == [("a", 10)]
+    assert [(u.entry.id, u.input_tokens) for u in pi_reported_usages(two)] == [("b", 20)]
+    longer = extend_pi_session(two, tail % (b"c", 30))
+    assert [u.entry.id for u in pi_reported_usages(longer)] == ["b", "c"]
+    assert [u.entry.id for u in pi_reported_usages(one)] == ["a"]
 
 
 def test_custom_entries_round_trip_and_are_told_apart_by_type(tmp_path):

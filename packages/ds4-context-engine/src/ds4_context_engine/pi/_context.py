@@ -27,7 +27,7 @@ from ds4_context_core import (
     ToolResultBlock,
 )
 
-from ._reader import PiEntry, PiSession, PiSessionIssue
+from ._reader import PiEntry, PiSession, PiSessionIssue, seen_by
 
 __all__ = [
     "BRANCH_SUMMARY_PREFIX",
@@ -351,14 +351,24 @@ _CONTEXT_KEY: Final = "context"
 
 
 def _remembered(session: PiSession, pinned: frozenset[str]) -> tuple[PiContext | None, int]:
-    """The context last built for the newest entry with these pins, and how many entries it had seen."""
+    """The context last built for the newest entry with these pins, and how many entries it had seen.
+
+    The memo is shared by every session grown from one session, also by two grown from the same one
+    with different appends: the context is this session's only when the last entry it saw is this
+    session's entry at that place (one entry object is only ever appended after one prefix).
+    """
     known = session.context_memo.get(_CONTEXT_KEY)
     if known is None:
         return None, 0
-    seen, known_pinned, context = known
-    if known_pinned != pinned or seen > len(session.entries) or context.issues:
+    seen, last, known_pinned, context = known
+    if known_pinned != pinned or not seen_by(session, seen, last) or context.issues:
         return None, 0
     return context, seen
+
+
+def _remember(session: PiSession, pinned: frozenset[str], context: PiContext) -> None:
+    entries = session.entries
+    session.context_memo[_CONTEXT_KEY] = (len(entries), entries[-1] if entries else None, pinned, context)
 
 
 def _extend(
@@ -425,10 +435,10 @@ def build_pi_context(
         new = session.entries[seen:]
         grown = _extend(session, previous, new, pinned) if new else previous
         if grown is not None:
-            session.context_memo[_CONTEXT_KEY] = (len(session.entries), pinned, grown)
+            _remember(session, pinned, grown)
             return grown
     context = _build_pi_context(session, None, pinned)
-    session.context_memo[_CONTEXT_KEY] = (len(session.entries), pinned, context)
+    _remember(session, pinned, context)
     return context
 
 

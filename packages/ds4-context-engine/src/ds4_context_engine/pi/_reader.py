@@ -654,6 +654,21 @@ class PiSession:
         return tuple(entry.id for entry in self.entries if entry.id not in parents)
 
 
+def seen_by(session: PiSession, count: int, last: PiEntry | None) -> bool:
+    """Whether ``session`` starts with the ``count`` entries something in its memo was made from, the last
+    of them ``last`` (``None`` for none).
+
+    The memo is shared by every session grown from one session, including two grown from the same one by
+    different appends, so a count alone may name another session's entries. An entry object is appended
+    after exactly one prefix (``extend_pi_session`` keeps the entries before it), so the same object at
+    that place means the same entries before it.
+    """
+    entries = session.entries
+    if count > len(entries):
+        return False
+    return last is None if count == 0 else entries[count - 1] is last
+
+
 def read_pi_session_bytes(
     data: bytes,
     *,

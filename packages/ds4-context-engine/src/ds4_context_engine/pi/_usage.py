@@ -14,7 +14,7 @@ import msgspec
 
 from ds4_context_core.tokens import read_reported_input
 
-from ._reader import PiEntry, PiSession
+from ._reader import PiEntry, PiSession, seen_by
 
 __all__ = ["PiReportedUsage", "pi_reported_usage", "pi_reported_usages"]
 
@@ -66,14 +66,16 @@ def pi_reported_usages(session: PiSession) -> tuple[PiReportedUsage, ...]:
     grows from it): a re-read after an append reads the usage of the new entries only.
     """
     memo = session.context_memo
-    known: tuple[int, tuple[PiReportedUsage, ...]] | None = memo.get("usages")
+    known: tuple[int, PiEntry | None, tuple[PiReportedUsage, ...]] | None = memo.get("usages")
     entries = session.entries
-    start, found = (0, ()) if known is None or known[0] > len(entries) else known
+    start, found = (
+        (0, ()) if known is None or not seen_by(session, known[0], known[1]) else (known[0], known[2])
+    )
     fresh = tuple(
         usage
         for entry in entries[start:]
         if entry.type == "message" and (usage := pi_reported_usage(entry)) is not None
     )
     usages = found + fresh
-    memo["usages"] = (len(entries), usages)
+    memo["usages"] = (len(entries), entries[-1] if entries else None, usages)
     return usages
