@@ -7,7 +7,19 @@ import os
 import subprocess
 import sys
 
-from ds4_context_core import CanonicalMessage, Provenance, TextBlock, ToolCallBlock, ToolResultBlock
+import msgspec
+
+from ds4_context_core import (
+    CanonicalMessage,
+    ImageBlock,
+    Provenance,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from ds4_context_core._history._groups import group_and_check
+from ds4_context_core._planner._index import index_tool_units, tool_atomic_groups, tool_ids_regular
 from ds4_context_core.history import build_canonical_tool_atomic_groups, tool_atomic_group_id
 
 
@@ -39,6 +51,28 @@ def test_group_id_is_prefix_plus_sha256_of_nul_joined_ids():
 def test_no_tool_blocks_no_groups():
     assert build_canonical_tool_atomic_groups([msg("a", TextBlock(text="x"))]) == ()
     assert build_canonical_tool_atomic_groups([]) == ()
+
+
+def test_a_history_without_tool_blocks_skips_the_index_and_says_what_the_index_says():
+    # the shortcut of group_and_check must give what the tool unit index gives, and leave every odd
+    # history (a non-string id, a list of blocks, a dict block, a tool block anywhere) to the index
+    plain = [msg("a", TextBlock(text="x")), msg("b", ThinkingBlock(thinking="t"), ImageBlock(data="d"))]
+    late_call = [*plain, msg("c", TextBlock(text="y"), call("c1"))]
+    late_result = [*plain, msg("d", result("c9"))]
+    odd = msgspec.structs.replace(plain[0], id=5)
+    for history in (
+        plain,
+        late_call,
+        late_result,
+        [odd, *plain],
+        [msgspec.structs.replace(plain[0], blocks=[])],
+    ):
+        checked = group_and_check(history)
+        index = index_tool_units(history)
+        assert checked.groups == tool_atomic_groups(index)
+        assert (checked.call_ids, checked.ids_regular) == (list(index.callers), tool_ids_regular(index))
+    assert group_and_check(late_call).groups != ()
+    assert group_and_check(late_result).groups != ()
 
 
 def test_groups_are_sorted_by_first_message_id_not_by_position():

@@ -243,8 +243,23 @@ def test_a_context_grown_by_appends_equals_one_built_from_a_fresh_read(tmp_path)
     assert [m.source_entry_id for m in build_pi_context(session).messages][-1] == session.entries[-1].id
 
 
+def test_a_rebuilt_context_reports_again_what_converting_an_entry_reported():
+    # a rebuild reuses the remembered context's messages, but not those of entries an issue names
+    header = b'{"type":"session","version":3,"id":"again","timestamp":"","cwd":"/p"}\n'
+    lines = [
+        b'{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":7}}\n',
+        b'{"type":"message","id":"b","parentId":"a","message":{"role":"user","content":"fine"}}\n',
+    ]
+    session = read_pi_session_bytes(header + b"".join(lines))
+    first = build_pi_context(session)
+    assert [(issue.code, issue.entry_id) for issue in first.issues] == [("pi-message-field-invalid", "a")]
+    again = build_pi_context(session, "b")  # an explicit leaf: rebuilt
+    assert again == first
+    assert again.messages[1] is first.messages[1]  # the clean entry's message is reused
+
+
 def test_a_rebuilt_context_reuses_the_messages_already_converted():
-    # the memo keeps a converted entry as its message alone, keyed by entry id; ids are any strings
+    # a rebuild reuses the remembered context's messages, matched by entry id; ids are any strings
     header = b'{"type":"session","version":3,"id":"memo","timestamp":"","cwd":"/p"}\n'
     lines = [
         b'{"type":"message","id":"context","parentId":null,"message":{"role":"user","content":"a"}}\n',

@@ -29,7 +29,19 @@ from ds4_context_core._planner._index import (
     tool_ids_regular,
 )
 
-from ._model import CanonicalMessage, RuntimeToolAtomicGroup, ToolCallBlock, ToolResultBlock
+from ._model import (
+    ArtifactReferenceBlock,
+    CanonicalMessage,
+    FileReferenceBlock,
+    ImageBlock,
+    OpaqueProviderBlock,
+    RuntimeToolAtomicGroup,
+    SummaryReferenceBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 
 __all__ = [
     "TOOL_ATOMIC_GROUP_ID_PREFIX",
@@ -43,8 +55,21 @@ __all__ = [
 
 
 _blocks_of = attrgetter("blocks")
+_message_id = attrgetter("id")
 _call_id = attrgetter("id")
 _result_call_id = attrgetter("tool_call_id")
+# every block type but the tool call and result: a history of these alone has no tool units
+_PLAIN_BLOCK_TYPES = frozenset(
+    {
+        ArtifactReferenceBlock,
+        FileReferenceBlock,
+        ImageBlock,
+        OpaqueProviderBlock,
+        SummaryReferenceBlock,
+        TextBlock,
+        ThinkingBlock,
+    }
+)
 
 
 class ToolRelations:
@@ -123,7 +148,28 @@ class CheckedGroups:
         self.ids_regular = ids_regular
 
 
+def _without_tool_blocks(messages: Sequence[CanonicalMessage]) -> bool:
+    """Whether ``messages`` are well-formed messages none of which holds a tool call or result.
+
+    Such a history has no tool units, so no groups and no call ids: the tool unit index (a list slot
+    and an integer per message, ~45 bytes a message while a snapshot is built) is not needed. Anything
+    unusual (another item type, an id that is not a string, blocks that are not a tuple of known blocks)
+    takes the index's path, which reports it exactly as before. C-level passes: it runs on every
+    snapshot.
+    """
+    if not messages or set(map(type, messages)) != {CanonicalMessage}:
+        return False
+    if set(map(type, map(_message_id, messages))) != {str}:
+        return False
+    block_lists = list(map(_blocks_of, messages))
+    if set(map(type, block_lists)) != {tuple}:
+        return False
+    return set(map(type, chain.from_iterable(block_lists))) <= _PLAIN_BLOCK_TYPES
+
+
 def group_and_check(messages: Sequence[CanonicalMessage]) -> CheckedGroups:
     """:func:`build_canonical_tool_atomic_groups` and the call-id facts of the same walk."""
+    if _without_tool_blocks(messages):
+        return CheckedGroups((), [], True)
     index = index_tool_units(messages)
     return CheckedGroups(tool_atomic_groups(index), list(index.callers), tool_ids_regular(index))

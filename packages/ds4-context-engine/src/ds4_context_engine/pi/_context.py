@@ -162,8 +162,6 @@ _FLAGS: Final = {
     for atomic in (False, True)
     for pinned in (False, True)
 }
-# The key of the per-entry table in a session's memo.
-_ENTRY_MESSAGES_KEY: Final = "entry messages"
 # One string per role name, instead of a decoded copy in the provenance of every message.
 _ROLE_NAMES: Final = {name: name for name in _MESSAGE_ROLES}
 # The entry types ``_Builder.add`` turns into messages; every other type adds nothing.
@@ -171,55 +169,41 @@ _CONVERTED_TYPES: Final = frozenset({"message", "custom_message", "branch_summar
 
 
 class _Builder:
-    def __init__(self, session: PiSession, pinned: Collection[str]) -> None:
+    def __init__(
+        self, session: PiSession, pinned: Collection[str], reuse: dict[str, CanonicalMessage] | None = None
+    ) -> None:
         self.session_id = session.session_id
         self.pinned = pinned
         self.messages: list[CanonicalMessage] = []
         self.excluded: list[str] = []
         self.issues: list[PiSessionIssue] = []
-        # what each entry became, by entry id (its own table in the session's memo: ids are any strings)
-        self.memo: dict[str, Any] = session.context_memo.setdefault(_ENTRY_MESSAGES_KEY, {})
+        # the messages of the context remembered before this build, by entry id (see ``add_reusing``)
+        self.reuse = reuse
         # the timestamp of the entry being added (``PiEntry.timestamp`` would decode the line again)
         self.timestamp = ""
 
-    def add_memoized(self, entry: PiEntry) -> None:
-        """:meth:`add`, converting each entry object once: a re-read after an append pays for new entries.
+    def add_reusing(self, entry: PiEntry) -> None:
+        """:meth:`add`, giving back the message the remembered context made of this very entry object.
 
-        Remembered by entry id, for the entry object and pin state it was made from (the only inputs of
-        the conversion besides the entry itself). The usual outcome, one message and nothing excluded,
-        is remembered as the message alone: it names its entry by that entry's own id string
-        (``source_entry_id``), which no other entry object shares, and its flags say whether it was
-        pinned. Entries of the types that never become messages are skipped, not remembered (a memo
-        item costs more than a small entry).
+        A rebuild (another leaf, a compaction, other pins) converts only what that context did not hold.
+        A remembered message is this entry's when it names its entry by that entry's own id string
+        (``source_entry_id``), which no other entry object shares, and its flags say the same pin state
+        (the only input of the conversion besides the entry). No table of every entry's message is kept
+        for good: it cost a dict slot per message of every session in view; this one lives for one build.
         """
         if entry.type not in _CONVERTED_TYPES:
             return
-        pinned = entry.id in self.pinned
-        found = self.memo.get(entry.id)
-        if found is not None:
-            if type(found) is CanonicalMessage:
-                if found.source_entry_id is entry.id and (found.flags.pinned is True) is pinned:
-                    self.messages.append(found)
-                    return
-            elif found[0] is entry and found[1] is pinned:
-                _, _, messages, excluded, issues = found
-                self.messages.extend(messages)
-                self.excluded.extend(excluded)
-                self.issues.extend(issues)
+        reuse = self.reuse
+        if reuse is not None:
+            found = reuse.get(entry.id)
+            if (
+                found is not None
+                and found.source_entry_id is entry.id
+                and (found.flags.pinned is True) is (entry.id in self.pinned)
+            ):
+                self.messages.append(found)
                 return
-        counts = len(self.messages), len(self.excluded), len(self.issues)
         self.add(entry)
-        added = self.messages[counts[0] :]
-        if len(added) == 1 and (len(self.excluded), len(self.issues)) == counts[1:]:
-            self.memo[entry.id] = added[0]
-            return
-        self.memo[entry.id] = (
-            entry,
-            pinned,
-            tuple(added),
-            tuple(self.excluded[counts[1] :]),
-            tuple(self.issues[counts[2] :]),
-        )
 
     def emit(
         self,
@@ -366,6 +350,25 @@ def _remembered(session: PiSession, pinned: frozenset[str]) -> tuple[PiContext |
     return context, seen
 
 
+def _reusable(session: PiSession) -> dict[str, CanonicalMessage] | None:
+    """The messages of the context remembered in the session's memo, by entry id, for one rebuild.
+
+    Any remembered context will do (another session's grown from the same one too): a message is only
+    reused for the entry object it was made from (``_Builder.add_reusing``). An entry an issue names
+    is left out: its conversion reported something, so it is converted again to report it again.
+    """
+    known = session.context_memo.get(_CONTEXT_KEY)
+    if known is None:
+        return None
+    context: PiContext = known[3]
+    named = {issue.entry_id for issue in context.issues}
+    return {
+        message.source_entry_id: message
+        for message in context.messages
+        if message.source_entry_id is not None and message.source_entry_id not in named
+    }
+
+
 def _remember(session: PiSession, pinned: frozenset[str], context: PiContext) -> None:
     entries = session.entries
     session.context_memo[_CONTEXT_KEY] = (len(entries), entries[-1] if entries else None, pinned, context)
@@ -403,7 +406,7 @@ def _extend(
                 and isinstance(message.get("model"), str)
             ):
                 provider, model_id = message["provider"], message["model"]
-        builder.add_memoized(entry)
+        builder.add_reusing(entry)
     return PiContext(
         session_id=context.session_id,
         leaf_id=parent,
@@ -495,12 +498,12 @@ def _build_pi_context(session: PiSession, leaf_id: str | None, pinned: frozenset
     thinking = extra.get("thinkingLevel") if isinstance(extra.get("thinkingLevel"), str) else None
     provider, model_id, thinking, compaction_index = _branch_settings(path, provider, model_id, thinking)
 
-    builder = _Builder(session, pinned)
+    builder = _Builder(session, pinned, _reusable(session))
     builder.issues.extend(branch_issues)
     compaction_id: str | None = None
     if compaction_index is None:
         for entry in path:
-            builder.add_memoized(entry)
+            builder.add_reusing(entry)
     else:
         compaction = path[compaction_index]
         compaction_id = compaction.id
@@ -517,7 +520,7 @@ def _build_pi_context(session: PiSession, leaf_id: str | None, pinned: frozenset
         for entry in path[:compaction_index]:
             kept = kept or entry.id == first_kept
             if kept:
-                builder.add_memoized(entry)
+                builder.add_reusing(entry)
         if not kept and first_kept is not None:
             builder.issues.append(
                 PiSessionIssue(
@@ -529,7 +532,7 @@ def _build_pi_context(session: PiSession, leaf_id: str | None, pinned: frozenset
                 )
             )
         for entry in path[compaction_index + 1 :]:
-            builder.add_memoized(entry)
+            builder.add_reusing(entry)
 
     return PiContext(
         session_id=session.session_id,

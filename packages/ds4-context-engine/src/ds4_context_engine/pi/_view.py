@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Collection
+from operator import is_
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -84,28 +85,31 @@ class PiRevisionCache:
     The stable JSON of ``{"entries": [...], "leafId": ...}`` is the concatenation of each entry's stable
     JSON (keys sort ``entries`` before ``leafId``), so the hash runs over the entries once: a revision
     finishes a copy of the running sha256 with the leaf. Nothing but the running hash and the entries
-    hashed so far (the session's own objects) is kept, while the session keeps the same entry objects
-    (``extend_pi_session`` does; a fresh read does not).
+    tuple of the session hashed last (the session's own object, not a copy) is kept; a session that
+    starts with the same entry objects (``extend_pi_session`` keeps them; a fresh read does not) pays
+    for the entries after them only.
     """
 
     __slots__ = ("_entries", "_running")
 
     def __init__(self) -> None:
-        self._entries: list[PiEntry] = []
+        self._entries: tuple[PiEntry, ...] = ()
         self._running = hashlib.sha256(b'{"entries":[')
 
     def revision(self, session: PiSession, leaf_id: str | None) -> str:
         known = len(self._entries)
         current = session.entries
-        if known > len(current) or any(a is not b for a, b in zip(self._entries, current, strict=False)):
-            self._entries, self._running = [], hashlib.sha256(b'{"entries":[')
+        if current is not self._entries and (
+            known > len(current) or not all(map(is_, self._entries, current))
+        ):
+            self._running = hashlib.sha256(b'{"entries":[')
             known = 0
         running = self._running
-        for entry in current[known:]:
-            if self._entries:
+        for number in range(known, len(current)):
+            if number:
                 running.update(b",")
-            running.update(stable_json(entry.data).encode("utf-8"))
-            self._entries.append(entry)
+            running.update(stable_json(current[number].data).encode("utf-8"))
+        self._entries = current
         digest = running.copy()
         digest.update(b'],"leafId":' + stable_json(leaf_id).encode("utf-8") + b"}")
         return digest.hexdigest()
