@@ -19,6 +19,7 @@ from ds4_context_engine.pi import (
     DEFAULT_MIN_PI_LINE_BYTES,
     PI_SESSION_SMALL_LINES,
     PI_VIEW_3X_MIN_LINE_BYTES,
+    PiEntry,
     PiSessionView,
     append_pi_entry,
     build_pi_context,
@@ -227,3 +228,21 @@ def test_entries_do_not_change_with_the_buffer_they_were_read_from():
     grown = extend_pi_session(session, tail)  # type: ignore[arg-type]
     buffer[-4:-3], tail[-4:-3] = b"z", b"z"  # the label values
     assert [entry.data["label"] for entry in grown.entries] == ["y", "y"]
+
+
+def test_an_entry_reads_its_own_line_up_to_its_newline():
+    # an entry keeps where its line starts, not its length: it must read that line alone, whatever the
+    # neighbours, the line endings, the tail it was appended in, or when it holds its line alone
+    lines = [_label(0, "a"), _label(1, "b").replace(b"\n", b"\r\n"), b"\n", _label(2, "c")]
+    session = read_pi_session_bytes(HEADER + b"".join(lines))
+    grown = extend_pi_session(session, _label(3, "d") + b"   \n" + _label(4, "e"))
+    assert [entry.data["label"] for entry in grown.entries] == ["a", "b", "c", "d", "e"]
+    assert [entry.line for entry in grown.entries] == [2, 3, 5, 6, 8]
+    text = HEADER + b"".join(lines)
+    assert [entry.offset for entry in session.entries] == [
+        len(HEADER),
+        len(HEADER) + len(lines[0]),
+        len(text) - len(lines[3]),
+    ]
+    made = PiEntry.from_data(type="label", id="x", parent_id=None, line=9, offset=1 << 39, data={"k": "a\nb"})
+    assert (made.data, made.line, made.offset) == ({"k": "a\nb"}, 9, 1 << 39)

@@ -135,7 +135,9 @@ class PiEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False, eq=False):
     id: str
     parent_id: str | None
     _source: _Source
-    # line << 80 | length << 40 | offset: one integer object instead of three
+    # line << 40 | offset: one integer object instead of two, and a small one (32 bytes up to line 2**20,
+    # where a third field, the length, made it 40): the line ends at the first newline from its offset,
+    # or where its source ends (an entry not read from a file holds its line alone)
     _where: int
 
     @classmethod
@@ -145,7 +147,7 @@ class PiEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False, eq=False):
         """An entry that is not backed by a file read: ``data`` is encoded once and decoded on access."""
         if not data:  # a tree shape only: nothing to hold
             return cls(
-                type=type, id=id, parent_id=parent_id, _source=_EMPTY_SOURCE, _where=_pack(line, 2, offset)
+                type=type, id=id, parent_id=parent_id, _source=_EMPTY_SOURCE, _where=_pack(line, offset)
             )
         encoded = _encoder.encode(data)
         return cls(
@@ -153,12 +155,12 @@ class PiEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False, eq=False):
             id=id,
             parent_id=parent_id,
             _source=_Source(encoded, offset),
-            _where=_pack(line, len(encoded), offset),
+            _where=_pack(line, offset),
         )
 
     @property
     def line(self) -> int:
-        return self._where >> (2 * _FIELD_BITS)
+        return self._where >> _FIELD_BITS
 
     @property
     def offset(self) -> int:
@@ -169,10 +171,10 @@ class PiEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False, eq=False):
         source = self._source
         if source is _EMPTY_SOURCE:
             return {}
-        where = self._where
-        start = (where & _FIELD_MASK) - source.base
-        length = (where >> _FIELD_BITS) & _FIELD_MASK
-        value: dict[str, Any] = _decoder.decode(memoryview(source.data)[start : start + length])
+        data = source.data
+        start = (self._where & _FIELD_MASK) - source.base
+        end = data.find(b"\n", start)
+        value: dict[str, Any] = _decoder.decode(memoryview(data)[start : end if end >= 0 else len(data)])
         return value
 
     @property
@@ -211,10 +213,10 @@ class PiEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False, eq=False):
         ]
 
 
-def _pack(line: int, length: int, offset: int) -> int:
-    if length > _FIELD_MASK or offset > _FIELD_MASK:
-        raise PiSessionError("pi-session-too-large", "a session line or offset exceeds 2**40 bytes")
-    return (line << (2 * _FIELD_BITS)) | (length << _FIELD_BITS) | offset
+def _pack(line: int, offset: int) -> int:
+    if offset > _FIELD_MASK:
+        raise PiSessionError("pi-session-too-large", "a session offset exceeds 2**40 bytes")
+    return (line << _FIELD_BITS) | offset
 
 
 def entry_from_line(
@@ -226,7 +228,7 @@ def entry_from_line(
         id=entry_id,
         parent_id=parent_id,
         _source=_Source(text, offset),
-        _where=_pack(line, len(text), offset),
+        _where=_pack(line, offset),
     )
 
 
@@ -485,7 +487,7 @@ def _scan_lines(data: bytes, start: int, scan: _Scan, *, base_offset: int = 0) -
                 id=entry_id,
                 parent_id=parent_id,
                 _source=source,
-                _where=_pack(scan.line, len(text), offset),
+                _where=_pack(scan.line, offset),
             )
         scan.by_id[entry_id] = entry
         scan.entries.append(entry)
