@@ -32,11 +32,12 @@ from ._reader import (
 __all__ = ["PI_VIEW_3X_MIN_LINE_BYTES", "PiRevisionCache", "PiSessionView", "pi_session_revision"]
 
 #: The ``min_line_bytes`` that keeps a view within 3x its file (``PiSessionView(path, min_line_bytes=...)``;
-#: the default is the reader's 128). A view holds the file, an entry (~200 bytes) per line and, for each
-#: message, its canonical form: ~550 bytes plus its decoded text, so a message line of ``n`` bytes costs
-#: about ``2n + 550`` and a session of lines averaging ``n`` bytes takes ``2 + 550/n`` times its file:
-#: 2.9x at 640. Not the default: long sessions of short steps (10,000 small edits) average less and
-#: would be refused.
+#: the default is the reader's 128). A view holds the file, an entry (~190 bytes) per line and, for each
+#: message, its canonical form (~330 bytes besides its decoded text, which about repeats the line), so a
+#: message line of ``n`` bytes costs about ``2n + 420`` and a session of lines averaging ``n`` bytes takes
+#: ``2 + 420/n`` times its file: 2.7x at 642 (tool calls cost more objects a byte; the snapshot's tool
+#: groups more for a moment). Not the default: long sessions of short steps (10,000 small edits) average
+#: less and would be refused.
 PI_VIEW_3X_MIN_LINE_BYTES: Final = 640
 
 
