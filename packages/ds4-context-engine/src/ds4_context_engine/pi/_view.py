@@ -35,7 +35,7 @@ __all__ = ["PI_VIEW_3X_MIN_LINE_BYTES", "PiRevisionCache", "PiSessionView", "pi_
 #: the default is the reader's 128). A view holds the file, an entry (~190 bytes) per line and, for each
 #: message, its canonical form (~330 bytes besides its decoded text, which about repeats the line), so a
 #: message line of ``n`` bytes costs about ``2n + 420`` and a session of lines averaging ``n`` bytes takes
-#: ``2 + 420/n`` times its file: 2.7x at 642 (tool calls cost more objects a byte; the snapshot's tool
+#: ``2 + 420/n`` times its file: 2.66x at 642 (tool calls cost more objects a byte; the snapshot's tool
 #: groups more for a moment). Not the default: long sessions of short steps (10,000 small edits) average
 #: less and would be refused.
 PI_VIEW_3X_MIN_LINE_BYTES: Final = 640
