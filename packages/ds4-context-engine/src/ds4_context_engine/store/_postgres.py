@@ -1073,10 +1073,9 @@ def open_postgres_store(
         ) from None
 
     def configure(connection: psycopg.Connection[Any]) -> None:
+        # (commits keep the server's own durability: a fleet's rows are acknowledged only once the
+        # server's synchronous_commit says they are safe, so no setting of it is made here)
         connection.execute(f"SET search_path TO {PG_SCHEMA}")
-        # the store is derived and disposable: a commit need not wait for the WAL flush (a server crash
-        # may lose the last moments of writes, never consistency), as SQLite's WAL with synchronous=NORMAL
-        connection.execute("SET synchronous_commit TO off")
 
     pool = pg_pool.ConnectionPool(
         location.conninfo,
