@@ -108,10 +108,16 @@ def tsvector_binary(text: str) -> tuple[bytes, int, Collection[str]]:
     reads it without parsing text, a third of what the literal costs it. The lexemes go in byte order
     (a ``str`` sorts by code point, which is UTF-8's byte order), the order the server keeps them in,
     so it need not sort them."""
-    words, counts = _counted(text)
-    # (words are distinct, so the pairs sort by word alone)
-    items = sorted(counts.items())
-    if max(map(len, counts), default=0) * 4 > _MAX_LEXEME_BYTES:  # a word may be too long for a lexeme
+    words = fts_words(text)
+    # sorted before they are counted, so the counts (a dict keeps its keys' first order) come out in
+    # byte order without sorting the (word, count) pairs
+    words.sort()
+    counts = Counter(words)
+    items: Collection[tuple[str, int]] = counts.items()
+    # a word may be too long for a lexeme (an ASCII word is never longer than its text, which spares the
+    # look at every word's length; folding may lengthen the words of other text)
+    short_ascii = len(text) <= _MAX_LEXEME_BYTES and text.isascii()
+    if not short_ascii and max(map(len, counts), default=0) * 4 > _MAX_LEXEME_BYTES:
         items = [(word, count) for word, count in items if _fits(word)]
     document = len(items).to_bytes(4, "big") + b"".join(map(_LEXEMES.__getitem__, items))
     return document, len(words), counts.keys()
