@@ -12,7 +12,9 @@ The 8 writers run three times: SQLite with the store's default busy timeout (wri
 lock work in memory and their rows are lost to the others), SQLite whose writers wait for the lock
 (every row kept: the same work as PostgreSQL's), and PostgreSQL. Wall time runs from the start signal
 to the last writer done; CPU adds the throwaway server's processes for PostgreSQL (``index_host_cpu_s``
-is this process alone: what a fleet's host spends when the database runs elsewhere).
+is this process alone: what a fleet's host spends when the database runs elsewhere). For a machine
+where the writers are CPU-bound it also prints each side's CPU per kept entry and the least wall time
+PostgreSQL's CPU (host and server together) needs on this machine's cores, against SQLite's wall.
 """
 
 from __future__ import annotations
@@ -338,6 +340,21 @@ def main() -> None:
     for name in ("sqlite-waiting", "sqlite"):
         ratio = fleet["postgresql"]["wall_s"] / fleet[name]["wall_s"]
         print(f"  wall ratio postgresql / {name} {ratio:.2f} (below 1: PostgreSQL ahead)")
+    # the evidence for a CPU-bound machine: the same work's CPU per kept entry, and the shortest wall time
+    # PostgreSQL's CPU (host and server on these cores) allows, every core busy, against SQLite's wall
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    per_entry = {
+        name: fleet[name]["writer_cpu_s"] / max(1, fleet[name]["entries_kept"]) * 1e6
+        for name in ("sqlite-waiting", "postgresql")
+    }
+    floor = fleet["postgresql"]["writer_cpu_s"] / cores
+    cpu_ratio = per_entry["postgresql"] / per_entry["sqlite-waiting"]
+    print(
+        f"  CPU per kept entry: sqlite-waiting {per_entry['sqlite-waiting']:.1f} us  postgresql "
+        f"{per_entry['postgresql']:.1f} us  ratio {cpu_ratio:.2f}; "
+        f"postgresql's CPU on {cores} cores needs at least {floor:.2f} s of wall "
+        f"(sqlite-waiting took {fleet['sqlite-waiting']['wall_s']:.2f} s)"
+    )
     # what counts for a fleet: rows that every process can read afterwards, per second of the run
     kept = {name: fleet[name]["entries_kept"] / fleet[name]["wall_s"] for name in fleet}
     print(

@@ -38,6 +38,7 @@ from ds4_context_engine.store import (
     open_postgres_store,
     open_store,
 )
+from ds4_context_engine.store._fts_text import _LEXEME_CACHE, _LEXEMES, tsvector_binary, tsvector_text
 from ds4_context_engine.store._pg_schema import PG_MIGRATIONS
 
 HERE = Path(__file__).parent
@@ -80,8 +81,9 @@ def _counts(server, database):
     with server.admin(database) as connection:
         return connection.execute(
             "SELECT (SELECT count(*) FROM ds4_context.sessions), (SELECT count(*) FROM ds4_context.entries), "
-            "(SELECT count(*) FROM ds4_context.entries_fts), (SELECT count(DISTINCT entry_key) FROM "
-            "ds4_context.entries), (SELECT count(*) FROM ds4_context.schema_migrations)"
+            "(SELECT count(document) FROM ds4_context.entries), "
+            "(SELECT count(DISTINCT (session_id, entry_id)) FROM ds4_context.entries), "
+            "(SELECT count(*) FROM ds4_context.schema_migrations)"
         ).fetchone()
 
 
@@ -132,8 +134,26 @@ _UNDO = {
         "ALTER TABLE ds4_context.session_words ADD FOREIGN KEY (session_id) "
         "REFERENCES ds4_context.sessions(session_id) ON DELETE CASCADE",
     ),
+    # the two entry tables of migrations 1-4 (without their foreign keys, which 4 dropped), refilled
+    5: (
+        "ALTER TABLE ds4_context.entries RENAME TO entries_v5",
+        "ALTER INDEX ds4_context.entries_pkey RENAME TO entries_v5_pkey",
+        "CREATE TABLE ds4_context.entries (entry_key TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
+        "entry_id TEXT NOT NULL, parent_id TEXT, type TEXT NOT NULL, role TEXT, line BIGINT NOT NULL, "
+        "byte_offset BIGINT NOT NULL, chars INTEGER NOT NULL)",
+        "CREATE INDEX entries_by_session_line ON ds4_context.entries(session_id, line)",
+        "CREATE TABLE ds4_context.entries_fts (entry_key TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
+        "body TEXT NOT NULL, words INTEGER NOT NULL, document TSVECTOR NOT NULL)",
+        "CREATE INDEX entries_fts_by_session ON ds4_context.entries_fts(session_id)",
+        "CREATE INDEX entries_fts_document ON ds4_context.entries_fts USING GIN (document)",
+        "INSERT INTO ds4_context.entries SELECT session_id || ':' || entry_id, session_id, entry_id, "
+        "parent_id, type, role, line, byte_offset, chars FROM ds4_context.entries_v5",
+        "INSERT INTO ds4_context.entries_fts SELECT session_id || ':' || entry_id, session_id, body, words, "
+        "document FROM ds4_context.entries_v5 WHERE document IS NOT NULL",
+        "DROP TABLE ds4_context.entries_v5",
+    ),
 }
-_ADDED_AFTER = {version: sorted(step for step in _UNDO if step > version) for version in (1, 2, 3)}
+_ADDED_AFTER = {version: sorted(step for step in _UNDO if step > version) for version in (1, 2, 3, 4)}
 
 
 @pytest.mark.parametrize("version", sorted(_ADDED_AFTER))
@@ -145,6 +165,11 @@ def test_a_store_of_an_older_schema_is_migrated_forward_with_its_data(
     store.index_file(session)
     store.add_calibration_sample("m", estimated=100, actual=120)
     store.record_manifest(read_pi_session(session).session_id, '{"older": true}')
+    copied_id = read_pi_session(session).session_id
+    found = [
+        (hit.entry_id, hit.rank, hit.excerpt) for hit in store.search(copied_id, "parser test", match="any")
+    ]
+    assert found
     store.close()
     with postgres_server.admin(_database(pg_url)) as connection:  # as that release wrote it
         for step in reversed(_ADDED_AFTER[version]):
@@ -156,6 +181,9 @@ def test_a_store_of_an_older_schema_is_migrated_forward_with_its_data(
     assert store.health().schema_version == PG_SCHEMA_VERSION
     assert [(s.estimated, s.actual) for s in store.calibration_samples("m")] == [(100, 120)]
     assert store.index_file(session).mode == "unchanged"
+    # the searchable text came along: the same hits, ranks and excerpts as before
+    searched = store.search(copied_id, "parser test", match="any")
+    assert [(hit.entry_id, hit.rank, hit.excerpt) for hit in searched] == found
     session_id = read_pi_session(session).session_id
     newer = store.record_manifest(session_id, '{"newer": true}')
     assert [(m.id, m.body) for m in store.manifests(session_id)] == [
@@ -269,7 +297,8 @@ def test_a_session_copied_in_binary_and_one_appended_store_the_same_words(
     with postgres_server.admin(_database(pg_url)) as connection:
         documents = dict(
             connection.execute(
-                "SELECT entry_key, document::text FROM ds4_context.entries_fts WHERE session_id = %s",
+                "SELECT session_id || ':' || entry_id, document::text FROM ds4_context.entries "
+                "WHERE session_id = %s AND document IS NOT NULL",
                 (CODING_ID,),
             ).fetchall()
         )
@@ -285,6 +314,45 @@ def test_a_session_copied_in_binary_and_one_appended_store_the_same_words(
     for query, entries in (("ŒUVRE STRASSE", 0), ("ﬁne", 0), ("fits", 1), ("echo delta", 2)):
         found = {hit.entry_id for hit in store.search(CODING_ID, query)}
         assert found == {first[entries].id, second[entries].id}, query
+
+
+def _binary_as_literal(document: bytes) -> str:
+    """PostgreSQL's binary tsvector (count, then per lexeme: UTF-8, NUL, uint16 count, uint16 positions)
+    written as its text form, to compare with :func:`tsvector_text`."""
+    count, at, lexemes = int.from_bytes(document[:4], "big"), 4, []
+    for _ in range(count):
+        end = document.index(b"\0", at)
+        word = document[at:end].decode("utf-8")
+        positions = int.from_bytes(document[end + 1 : end + 3], "big")
+        at = end + 3
+        numbers = [int.from_bytes(document[at + 2 * n : at + 2 * n + 2], "big") for n in range(positions)]
+        at += 2 * positions
+        lexemes.append(f"'{word}':{','.join(map(str, numbers))}")
+    assert at == len(document)
+    return " ".join(lexemes)
+
+
+def test_binary_tsvectors_match_the_literals_before_and_after_their_lexeme_cache_is_emptied():
+    texts = [
+        "Parser parser PARSER trim",
+        "Œuvre straße ﬁne zeta Ωmega",
+        "echo " * 300 + "delta delta",
+        "x" * 3000 + " fits",
+        "",
+    ]
+    first = [tsvector_binary(text) for text in texts]
+    # distinct (word, count) pairs past the cache's bound empty it
+    for number in range(_LEXEME_CACHE + 10):
+        tsvector_binary(f"w{number}")
+    assert len(_LEXEMES) < _LEXEME_CACHE
+    again = [tsvector_binary(text) for text in texts]
+    assert again == first
+    for text, (document, words, distinct) in zip(texts, first, strict=True):
+        literal, literal_words, literal_distinct = tsvector_text(text)
+        assert sorted(literal.split(" ")) == sorted(_binary_as_literal(document).split(" "))
+        assert (words, set(distinct)) == (literal_words, set(literal_distinct))
+    assert _binary_as_literal(first[0][0]) == "'parser':1,2,3 'trim':1"
+    assert _binary_as_literal(first[4][0]) == ""
 
 
 # -- credentials --------------------------------------------------------------------------------------
@@ -732,7 +800,7 @@ def test_eight_processes_index_and_query_shared_and_own_sessions_without_loss_or
         manifests = connection.execute(
             "SELECT session_id, count(*) FROM ds4_context.manifests GROUP BY 1 ORDER BY 1"
         ).fetchall()
-        pins = connection.execute("SELECT count(*) FROM ds4_context.entries_fts").fetchone()
+        pins = connection.execute("SELECT count(document) FROM ds4_context.entries").fetchone()
     assert [count for _, count in manifests] == [3 * WORKERS] + [3] * WORKERS  # no manifest lost
     assert pins == (fts,)
     assert _snapshot(tmp_path / "sessions") == before  # the canonical files were only read

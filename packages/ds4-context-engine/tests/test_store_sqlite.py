@@ -80,7 +80,13 @@ def test_store_is_private_wal_with_foreign_keys_and_pinned_migrations(tmp_path, 
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = connection.execute("SELECT version, name, checksum FROM schema_migrations").fetchall()
     assert [row[1] for row in rows] == list(SQLITE_MIGRATION_NAMES)
-    assert SQLITE_MIGRATION_NAMES == ("initial", "calibration-sources", "summaries", "write-ids")
+    assert SQLITE_MIGRATION_NAMES == (
+        "initial",
+        "calibration-sources",
+        "summaries",
+        "write-ids",
+        "one-entry-table",
+    )
     for (version, name, checksum), migration in zip(rows, MIGRATIONS, strict=True):
         expected = hashlib.sha256(f"{version}\n{name}\n{migration.sql}".encode()).hexdigest()
         assert checksum == expected
@@ -233,8 +239,9 @@ _UNDO = {
         "DROP INDEX calibration_samples_by_write_id",
         "ALTER TABLE calibration_samples DROP COLUMN write_id",
     ),
+    5: (),  # PostgreSQL's one-entry-table step: nothing changes here but the record
 }
-_ADDED_AFTER = {version: sorted(step for step in _UNDO if step > version) for version in (1, 2, 3)}
+_ADDED_AFTER = {version: sorted(step for step in _UNDO if step > version) for version in (1, 2, 3, 4)}
 
 
 @pytest.mark.parametrize("version", sorted(_ADDED_AFTER))

@@ -86,23 +86,41 @@ def tsvector_text(text: str) -> tuple[str, int, Collection[str]]:
     return literal, len(words), counts.keys()
 
 
+class _Lexemes(dict[tuple[str, int], bytes]):
+    """(word, count) -> its lexeme in the binary format, built the first time the pair is seen: a
+    session's entries share most of their (word, count) pairs, so a lexeme costs a dict lookup in C."""
+
+    def __missing__(self, key: tuple[str, int]) -> bytes:
+        word, count = key
+        value = word.encode("utf-8") + b"\0" + _BINARY_RUNS[min(count, _MAX_POSITIONS_PER_WORD)]
+        if len(self) >= _LEXEME_CACHE:  # a bound on memory, for text of a very large vocabulary
+            self.clear()
+        self[key] = value
+        return value
+
+
+_LEXEME_CACHE: Final = 1 << 16
+_LEXEMES: Final = _Lexemes()
+
+
 def tsvector_binary(text: str) -> tuple[bytes, int, Collection[str]]:
     """:func:`tsvector_text` in PostgreSQL's binary format, for ``COPY ... (FORMAT BINARY)``: the server
     reads it without parsing text, a third of what the literal costs it. The lexemes go in byte order
     (a ``str`` sorts by code point, which is UTF-8's byte order), the order the server keeps them in,
     so it need not sort them."""
-    words, counts = _counted(text)
-    runs = _BINARY_RUNS
-    cap = _MAX_POSITIONS_PER_WORD
-    lexemes = sorted(counts)
-    if max(map(len, lexemes), default=0) * 4 > _MAX_LEXEME_BYTES:
-        lexemes = [word for word in lexemes if _fits(word)]
-    parts = [len(lexemes).to_bytes(4, "big")]
-    parts += [
-        word.encode("utf-8") + b"\0" + (runs[count] if count <= cap else runs[cap])
-        for word, count in zip(lexemes, map(counts.__getitem__, lexemes), strict=True)
-    ]
-    return b"".join(parts), len(words), counts.keys()
+    words = fts_words(text)
+    # sorted before they are counted, so the counts (a dict keeps its keys' first order) come out in
+    # byte order without sorting the (word, count) pairs
+    words.sort()
+    counts = Counter(words)
+    items: Collection[tuple[str, int]] = counts.items()
+    # a word may be too long for a lexeme (an ASCII word is never longer than its text, which spares the
+    # look at every word's length; folding may lengthen the words of other text)
+    short_ascii = len(text) <= _MAX_LEXEME_BYTES and text.isascii()
+    if not short_ascii and max(map(len, counts), default=0) * 4 > _MAX_LEXEME_BYTES:
+        items = [(word, count) for word, count in items if _fits(word)]
+    document = len(items).to_bytes(4, "big") + b"".join(map(_LEXEMES.__getitem__, items))
+    return document, len(words), counts.keys()
 
 
 def tsquery_text(words: Iterable[str], *, match_any: bool) -> str:

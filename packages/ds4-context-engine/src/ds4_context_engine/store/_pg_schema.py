@@ -1,12 +1,13 @@
 """The PostgreSQL schema as ordered migrations, numbered and named as SQLite's (``_schema.py``).
 
 Each migration is the same step as its SQLite namesake in PostgreSQL's dialect: identity columns for
-``AUTOINCREMENT``, ``BYTEA`` for ``BLOB``, and, for the FTS5 table, a plain table with a ``tsvector``
-column under a GIN index, plus the statistics bm25 needs, which FTS5 keeps in its own shadow tables:
-each session's count of searchable entries and words (``sessions.fts_entries``/``fts_words``) and how
-many of its entries hold each word (``session_words``). Every table lives in the PostgreSQL schema
-:data:`PG_SCHEMA`, so a store shares a database with other applications without touching their
-tables. Checksums are ``sha256("<version>\\n<name>\\n<sql>")`` as for SQLite.
+``AUTOINCREMENT``, ``BYTEA`` for ``BLOB``, and, for the FTS5 table, a ``tsvector`` column under a GIN
+index (a table of its own until migration 5 made it columns of ``entries``), plus the statistics bm25
+needs, which FTS5 keeps in its own shadow tables: each session's count of searchable entries and words
+(``sessions.fts_entries``/``fts_words``) and how many of its entries hold each word
+(``session_words``). Every table lives in the PostgreSQL schema :data:`PG_SCHEMA`, so a store shares a
+database with other applications without touching their tables. Checksums are
+``sha256("<version>\\n<name>\\n<sql>")`` as for SQLite.
 """
 
 from __future__ import annotations
@@ -154,11 +155,45 @@ ALTER TABLE entries_fts DROP CONSTRAINT entries_fts_entry_key_fkey;
 ALTER TABLE session_words DROP CONSTRAINT session_words_session_id_fkey;
 """
 
+# PostgreSQL's own step (SQLite's migration 5 changes nothing): ``entries`` and ``entries_fts`` become
+# one table, keyed by (session id, entry id), whose rows carry their searchable text, word count and
+# tsvector (NULL for an entry with nothing to search). Every entry was two heap rows under four B-trees
+# (each table's key, ``entries_by_session_line``, ``entries_fts_by_session``) and the GIN index; it is
+# one row under one B-tree and the GIN index. The key's prefix serves what the other B-trees did (a
+# session's rows by session id; its tree shapes are read by session and sorted by line, a few thousand
+# rows read once per process and session). The rows are carried over in the same transaction.
+_ONE_ENTRY_TABLE: Final = """
+ALTER TABLE entries RENAME TO entries_v4;
+ALTER INDEX entries_pkey RENAME TO entries_v4_pkey;
+CREATE TABLE entries (
+    session_id TEXT NOT NULL,
+    entry_id TEXT NOT NULL,
+    parent_id TEXT,
+    type TEXT NOT NULL,
+    role TEXT,
+    line BIGINT NOT NULL,
+    byte_offset BIGINT NOT NULL,
+    chars INTEGER NOT NULL,
+    body TEXT,
+    words INTEGER NOT NULL,
+    document TSVECTOR,
+    PRIMARY KEY (session_id, entry_id)
+);
+INSERT INTO entries
+SELECT e.session_id, e.entry_id, e.parent_id, e.type, e.role, e.line, e.byte_offset, e.chars,
+    f.body, coalesce(f.words, 0), f.document
+FROM entries_v4 e LEFT JOIN entries_fts f ON f.entry_key = e.entry_key;
+DROP TABLE entries_fts;
+DROP TABLE entries_v4;
+CREATE INDEX entries_document ON entries USING GIN (document);
+"""
+
 PG_MIGRATIONS: Final = (
     Migration(1, "initial", _INITIAL.strip()),
     Migration(2, "calibration-sources", _CALIBRATION_SOURCES.strip()),
     Migration(3, "summaries", _SUMMARIES.strip()),
     Migration(4, "write-ids", _WRITE_IDS.strip()),
+    Migration(5, "one-entry-table", _ONE_ENTRY_TABLE.strip()),
 )
 
 # the same steps under the same numbers as SQLite's, so one version means one schema on both backends

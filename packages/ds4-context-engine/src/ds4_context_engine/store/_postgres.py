@@ -12,6 +12,7 @@ migration are refused with a code and left as they are.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import threading
 import uuid
@@ -77,7 +78,6 @@ _LOCK_CLASS: Final = 0x44533443
 _MIGRATION_LOCK: Final = 1
 _INDEX_ATTEMPTS: Final = 8
 _CLEARED_TABLES: Final = (
-    "entries_fts",
     "session_words",
     "artifact_refs",
     "pins",
@@ -91,14 +91,15 @@ _CLEARED_TABLES: Final = (
     "summaries",
 )
 # what a session's rows are deleted from before its row, children first
-_SESSION_BULK_TABLES: Final = ("entries_fts", "session_words", "entries")
+_SESSION_BULK_TABLES: Final = ("session_words", "entries")
 # SQLSTATE classes: 08 connection exception, 57P0x the server shutting down or restarting
 _CONNECTION_STATES: Final = ("08", "57P01", "57P02", "57P03")
 _AUTH_STATES: Final = ("28000", "28P01")
 # the column types of the bulk tables for binary COPY; a tsvector goes as ready bytes of its binary
 # format, which ``bytea`` passes through as they are (binary COPY names no types on the wire)
-_ENTRY_TYPES: Final = ("text", "text", "text", "text", "text", "text", "int8", "int8", "int4")
-_FTS_TYPES: Final = ("text", "text", "text", "int4", "bytea")
+_ENTRY_TYPES: Final = (
+    "text", "text", "text", "text", "text", "int8", "int8", "int4", "text", "int4", "bytea",
+)  # fmt: skip
 _WORD_TYPES: Final = ("text", "text", "int8")
 
 _T = TypeVar("_T")
@@ -483,6 +484,7 @@ class PostgresDerivedStore:
     def _entry_shapes(self, session_id: str) -> tuple[PiEntryShape, ...]:
         rows = self._run(
             lambda connection: connection.execute(
+                # by the key's prefix, sorted here: no index by line to keep up on every write
                 "SELECT entry_id, parent_id, type, line, byte_offset FROM entries "
                 "WHERE session_id = %s ORDER BY line",
                 (session_id,),
@@ -497,7 +499,7 @@ class PostgresDerivedStore:
         cursor = batch.cursor
         session_id = cursor.session_id
         if batch.mode == "full":
-            # the bulk tables by session id (they have no foreign key since migration 4); deleting the
+            # the bulk tables by session id (no foreign key to it since migration 4); deleting the
             # session row cascades to its pins, memory items and artifact references
             for table in _SESSION_BULK_TABLES:
                 connection.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))  # noqa: S608
@@ -530,9 +532,9 @@ class PostgresDerivedStore:
         ``fresh``: the session has no rows (a full batch just deleted them), so its rows are streamed
         with ``COPY``, several times faster than inserts; an entry id seen twice keeps its last row,
         as the upserts of an incremental batch do. Each entry's ``tsvector`` is built while the
-        previous ones are on their way, so the server indexes them as this process builds the next.
+        previous rows are on their way, so the server indexes them as this process builds the next.
         """
-        entry_rows: dict[str, tuple[Any, ...]] = {}
+        shapes: dict[str, tuple[Any, ...]] = {}
         texts: dict[str, str] = {}  # the last searchable text of each entry
         artifact_rows: list[tuple[Any, ...]] = []
         ref_rows: list[tuple[str, str, str]] = []
@@ -540,11 +542,10 @@ class PostgresDerivedStore:
         for record in records:
             shape = record.shape
             body = record.text
-            key = f"{session_id}:{shape.entry_id}"
-            entry_rows[key] = (
-                key,
+            entry_id = shape.entry_id
+            shapes[entry_id] = (
                 session_id,
-                shape.entry_id,
+                entry_id,
                 shape.parent_id,
                 shape.type,
                 record.role,
@@ -553,15 +554,15 @@ class PostgresDerivedStore:
                 len(body),
             )
             if body:
-                texts[key] = body[:_FTS_BODY_LIMIT]
+                texts[entry_id] = body[:_FTS_BODY_LIMIT]
             if record.tool_output and len(body) > ARTIFACT_THRESHOLD_CHARS:
                 content = body.encode("utf-8")
                 artifact_id = hashlib.sha256(content).hexdigest()
                 artifact_rows.append((artifact_id, "text/plain", len(content), content, _now()))
-                ref_rows.append((session_id, shape.entry_id, artifact_id))
+                ref_rows.append((session_id, entry_id, artifact_id))
             if record.event is not None:
-                events.append((shape.entry_id, record.event))
-        frequencies: Counter[str] = Counter()
+                events.append((entry_id, record.event))
+        distinct_words: list[Collection[str]] = []
         total_words = [0]
 
         # COPY takes each tsvector in binary, which the server reads without parsing; an upsert's
@@ -569,19 +570,40 @@ class PostgresDerivedStore:
         document_of: Callable[[str], tuple[str | bytes, int, Collection[str]]] = (
             tsvector_binary if fresh else tsvector_text
         )
+        no_text = (None, 0, None)
 
-        def fts_rows() -> Iterator[tuple[Any, ...]]:
-            for key, kept in texts.items():
+        def entry_rows() -> Iterator[tuple[Any, ...]]:
+            for entry_id, shape in shapes.items():
+                kept = texts.get(entry_id)
+                if kept is None:
+                    yield (*shape, *no_text)
+                    continue
                 document, words, distinct = document_of(kept)
-                frequencies.update(distinct)
+                distinct_words.append(distinct)
                 total_words[0] += words
-                yield key, session_id, kept, words, document
+                yield (*shape, kept, words, document)
 
         with connection.cursor() as cursor:
             if fresh:
-                self._copy_rows(cursor, session_id, entry_rows.values(), fts_rows(), frequencies)
+                with cursor.copy("COPY entries FROM STDIN (FORMAT BINARY)") as copy:
+                    copy.set_types(_ENTRY_TYPES)
+                    for row in entry_rows():
+                        copy.write_row(row)
             else:
-                self._upsert_rows(cursor, session_id, entry_rows.values(), fts_rows(), frequencies)
+                cursor.executemany(_UPSERT_ENTRY, entry_rows())
+            # how many of the batch's entries hold each word, counted in one pass in C
+            frequencies = Counter(itertools.chain.from_iterable(distinct_words))
+            if fresh:
+                with cursor.copy("COPY session_words FROM STDIN (FORMAT BINARY)") as copy:
+                    copy.set_types(_WORD_TYPES)
+                    for word, count in frequencies.items():
+                        copy.write_row((session_id, word, count))
+            else:
+                cursor.executemany(
+                    "INSERT INTO session_words VALUES (%s, %s, %s) ON CONFLICT (session_id, word) "
+                    "DO UPDATE SET entries = session_words.entries + EXCLUDED.entries",
+                    [(session_id, word, count) for word, count in sorted(frequencies.items())],
+                )
             cursor.executemany(
                 "INSERT INTO artifacts VALUES (%s, %s, %s, %s, %s) ON CONFLICT (artifact_id) DO NOTHING",
                 artifact_rows,
@@ -592,55 +614,6 @@ class PostgresDerivedStore:
         for event_entry_id, event in events:
             self._apply_event(connection, session_id, event_entry_id, event)
         return len(ref_rows), len(texts), total_words[0]
-
-    @staticmethod
-    def _copy_rows(
-        cursor: psycopg.Cursor[Any],
-        session_id: str,
-        entry_rows: Iterable[tuple[Any, ...]],
-        fts_rows: Iterable[tuple[Any, ...]],
-        frequencies: Counter[str],
-    ) -> None:
-        # in binary: no text for the server to parse back into numbers and tsvectors
-        with cursor.copy("COPY entries FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(_ENTRY_TYPES)
-            for row in entry_rows:
-                copy.write_row(row)
-        with cursor.copy("COPY entries_fts FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(_FTS_TYPES)
-            for row in fts_rows:
-                copy.write_row(row)
-        with cursor.copy("COPY session_words FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(_WORD_TYPES)
-            for word, count in frequencies.items():
-                copy.write_row((session_id, word, count))
-
-    @staticmethod
-    def _upsert_rows(
-        cursor: psycopg.Cursor[Any],
-        session_id: str,
-        entry_rows: Iterable[tuple[Any, ...]],
-        fts_rows: Iterable[tuple[Any, ...]],
-        frequencies: Counter[str],
-    ) -> None:
-        cursor.executemany(
-            "INSERT INTO entries VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (entry_key) DO UPDATE SET parent_id = EXCLUDED.parent_id, type = EXCLUDED.type, "
-            "role = EXCLUDED.role, line = EXCLUDED.line, byte_offset = EXCLUDED.byte_offset, "
-            "chars = EXCLUDED.chars",
-            entry_rows,
-        )
-        cursor.executemany(
-            "INSERT INTO entries_fts VALUES (%s, %s, %s, %s, %s::tsvector) "
-            "ON CONFLICT (entry_key) DO UPDATE SET body = EXCLUDED.body, words = EXCLUDED.words, "
-            "document = EXCLUDED.document",
-            fts_rows,
-        )
-        cursor.executemany(
-            "INSERT INTO session_words VALUES (%s, %s, %s) ON CONFLICT (session_id, word) "
-            "DO UPDATE SET entries = session_words.entries + EXCLUDED.entries",
-            [(session_id, word, count) for word, count in sorted(frequencies.items())],
-        )
 
     @staticmethod
     def _apply_event(
@@ -703,12 +676,11 @@ class PostgresDerivedStore:
             }).fetchall()  # fmt: skip
 
         rows = self._run(run)
-        prefix = len(session_id) + 1
         wanted = frozenset(words)
         return tuple(
             SearchHit(
                 session_id=session_id,
-                entry_id=key[prefix:],
+                entry_id=key,
                 rank=float(rank),
                 excerpt=excerpt(body, wanted, tokens=_EXCERPT_TOKENS) if excerpts else "",
             )
@@ -996,22 +968,22 @@ idf AS MATERIALIZED (
     LEFT JOIN session_words s ON s.session_id = %(session)s AND s.word = w.word
 ),
 candidates AS MATERIALIZED (
-    SELECT entry_key, {body} AS body, words, document FROM entries_fts
+    SELECT entry_id, {body} AS body, words, document FROM entries
     WHERE session_id = %(session)s AND document @@ %(query)s::tsquery
-    ORDER BY ts_rank(document, %(pool_query)s::tsquery, 1) DESC, entry_key LIMIT %(pool)s
+    ORDER BY ts_rank(document, %(pool_query)s::tsquery, 1) DESC, entry_id LIMIT %(pool)s
 ),
 scored AS (
-    SELECT m.entry_key, -sum(
+    SELECT m.entry_id, -sum(
         idf.weight * (cardinality(u.positions) * (%(k1)s + 1))
         / (cardinality(u.positions) + %(k1)s * (1 - %(b)s + %(b)s * m.words / greatest(corpus.mean, 1)))
     ) AS rank
     FROM candidates m CROSS JOIN corpus
     CROSS JOIN LATERAL unnest(m.document) AS u(lexeme, positions, weights)
     JOIN idf ON idf.word = u.lexeme
-    GROUP BY m.entry_key
+    GROUP BY m.entry_id
 )
-SELECT s.entry_key, s.rank, m.body FROM scored s JOIN candidates m USING (entry_key)
-ORDER BY s.rank, s.entry_key LIMIT %(limit)s
+SELECT s.entry_id, s.rank, m.body FROM scored s JOIN candidates m USING (entry_id)
+ORDER BY s.rank, s.entry_id LIMIT %(limit)s
 """
 _BM25_QUERY: Final = _BM25_TEMPLATE.format(body="body")
 # ids and ranks only: the bodies stay on the server
@@ -1032,6 +1004,17 @@ WITH added AS (
     )
 )
 SELECT id FROM added UNION ALL SELECT id FROM manifests WHERE write_id = %(write)s
+"""
+
+# An entry appended again keeps its searchable text when the new row has none, as when the text was a
+# row of its own table (before migration 5); its counts in ``sessions`` are only ever added to.
+_UPSERT_ENTRY: Final = """
+INSERT INTO entries VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector)
+ON CONFLICT (session_id, entry_id) DO UPDATE SET parent_id = EXCLUDED.parent_id, type = EXCLUDED.type,
+    role = EXCLUDED.role, line = EXCLUDED.line, byte_offset = EXCLUDED.byte_offset, chars = EXCLUDED.chars,
+    body = coalesce(EXCLUDED.body, entries.body),
+    words = CASE WHEN EXCLUDED.document IS NULL THEN entries.words ELSE EXCLUDED.words END,
+    document = coalesce(EXCLUDED.document, entries.document)
 """
 
 _MANIFESTS_QUERY: Final = (
@@ -1090,10 +1073,9 @@ def open_postgres_store(
         ) from None
 
     def configure(connection: psycopg.Connection[Any]) -> None:
+        # (commits keep the server's own durability: a fleet's rows are acknowledged only once the
+        # server's synchronous_commit says they are safe, so no setting of it is made here)
         connection.execute(f"SET search_path TO {PG_SCHEMA}")
-        # the store is derived and disposable: a commit need not wait for the WAL flush (a server crash
-        # may lose the last moments of writes, never consistency), as SQLite's WAL with synchronous=NORMAL
-        connection.execute("SET synchronous_commit TO off")
 
     pool = pg_pool.ConnectionPool(
         location.conninfo,

@@ -132,9 +132,15 @@ ALTER TABLE calibration_samples ADD COLUMN write_id TEXT;
 CREATE UNIQUE INDEX calibration_samples_by_write_id ON calibration_samples(write_id);
 """
 
+# PostgreSQL's migration 5 merges its two entry tables into one (``_pg_schema.py``); SQLite's FTS5 table
+# is a virtual table of its own, so here the step changes nothing. It is recorded all the same, so that
+# one version number names one step on both backends.
+_ONE_ENTRY_TABLE: Final = ""
+
 MIGRATIONS: Final = (
     Migration(1, "initial", _INITIAL.strip()),
     Migration(2, "calibration-sources", _CALIBRATION_SOURCES.strip()),
     Migration(3, "summaries", _SUMMARIES.strip()),
     Migration(4, "write-ids", _WRITE_IDS.strip()),
+    Migration(5, "one-entry-table", _ONE_ENTRY_TABLE),
 )
