@@ -367,38 +367,40 @@ _REFERENCE: Final = re.compile(
 )
 
 
-# A secret's name before a sign, read in a lowered reversed ASCII copy of the text (the sign comes first
-# there, so the regex engine skips from one "=" or ":" to the next in C): each sign that follows a
-# secret's name (an optional quote and spaces between), as assignment_at reads it. The batch screen
-# (_walk.py) uses the same patterns on all strings joined.
+# A secret's name before a sign, read in a folded reversed ASCII copy of the text (the sign comes first
+# there, so the regex engine skips from one sign to the next in C): each sign that follows a secret's name
+# (an optional quote and spaces between), as assignment_at reads it. The copy is folded by SCREEN_FOLD:
+# lower case, ":" read as "=" and "-" as "_", so one pass finds both signs (and the batch screen in
+# _walk.py finds the heads of "_" and "-" tokens in one pass too). The batch screen uses the same pattern
+# on all strings joined.
+SCREEN_FOLD: Final = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ:-", b"abcdefghijklmnopqrstuvwxyz=_")
 REVERSED_NAME: Final = (
-    rb"(?:yek[_-]?(?:ipa|terces|ssecca|etavirp|htua)|nekot|terces|drowssap|dwssap|dwp|s?laitnederc)"
+    rb"(?:yek_?(?:ipa|terces|ssecca|etavirp|htua)|nekot|terces|drowssap|dwssap|dwp|s?laitnederc)"
 )
 # Spaces, quotes and backslashes in any order, one character class: a looser reading than assignment_at's
 # (spaces, then a quote, then a backslash), so it finds every sign that assignment_at may take, and each
 # try costs the regex engine less (a third less time on the real coding payload than an optional group).
-REVERSED_SIGNS: Final = tuple(re.compile(sign + rb"[ \t\"'`\\]*" + REVERSED_NAME) for sign in (b"=", b":"))
+REVERSED_SIGN: Final = re.compile(rb"=[ \t\"'`\\]*" + REVERSED_NAME)
 
 
 def _assignments(text: str, gated: bool) -> list[tuple[int, int, str]]:
     """``(start, end, replacement)`` of every secret value assigned to a secret's name in ``text``.
 
-    ``gated``: only the signs :data:`REVERSED_SIGNS` finds after a secret's name are asked, and of those
+    ``gated``: only the signs :data:`REVERSED_SIGN` finds after a secret's name are asked, and of those
     not the ones followed by what :data:`_REFERENCE` matches (:func:`assignment_at` refuses every other
     one). Ungated, every sign is asked (the reference the property tests hold the gated path to).
     """
     spans: list[tuple[int, int, str]] = []
     size = len(text)
     if gated:
-        backwards = text.encode("ascii", "replace").lower()[::-1]  # the same positions, reversed
+        backwards = text.encode("ascii", "replace").translate(SCREEN_FOLD)[::-1]  # the same positions
         last = size - 1
-        for pattern in REVERSED_SIGNS:
-            for match in pattern.finditer(backwards):
-                position = last - match.start()
-                if _REFERENCE.match(text, position + 1, size) is None:
-                    span = assignment_at(text, position, size)
-                    if span is not None:
-                        spans.append(span)
+        for match in REVERSED_SIGN.finditer(backwards):
+            position = last - match.start()
+            if _REFERENCE.match(text, position + 1, size) is None:
+                span = assignment_at(text, position, size)
+                if span is not None:
+                    spans.append(span)
         return spans
     for sign in "=:":
         position = text.find(sign)
@@ -496,6 +498,37 @@ def _token_check(check: str) -> Any:
 
 
 _TOKEN_REPLACE: Final = tuple(map(_token_check, _TOKEN_CHECKS))
+
+
+def _token_heads() -> dict[str, tuple[int, ...]]:
+    """The families a token starting with each three characters may belong to (every prefix has 3 or more)."""
+    heads: dict[str, tuple[int, ...]] = {}
+    for gate, family in _TOKEN_GATES:
+        known = heads.get(gate[:3], ())
+        if family not in known:
+            heads[gate[:3]] = (*known, family)
+    return heads
+
+
+_TOKEN_HEADS: Final = _token_heads()
+
+
+def token_at(text: str, position: int) -> bool:
+    """Whether the token rule replaces a token starting at ``position`` of ``text`` (one whole string).
+
+    Its family's pattern is matched there and its check asked, as the rule does: the batch screen's
+    confirmation of a token's head, exact (a string's start reads as its start, not as a neighbour's end).
+    """
+    for family in _TOKEN_HEADS.get(text[position : position + 3], ()):
+        found = _TOKENS[family][1].match(text, position)
+        if found is not None and _TOKEN_REPLACE[family](found) != found.group(0):
+            return True
+    return False
+
+
+def private_key_at(text: str, position: int) -> bool:
+    """Whether the private key rule replaces a block whose ``-----BEGIN `` is at ``position`` of ``text``."""
+    return _PRIVATE_KEY.match(text, position) is not None
 
 
 def has_key_word(lowered: str) -> bool:
@@ -678,6 +711,20 @@ def _escaped(text: str) -> tuple[str, int]:
         return text, 0
     redacted, found = _plain_rules(plain, True)
     return (redacted, found) if found else (text, 0)
+
+
+def json_inside(text: str) -> bool:
+    """Whether the rules read ``text`` (stripped) as a JSON text: one that may hide a secret and parses.
+
+    One that does not parse (a TOML lock file opens with ``[[``) is read for ``\\u`` escapes only.
+    """
+    if not is_json_text(text) or len(text) > _JSON_MAX_CHARS:
+        return False
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def is_json_text(text: str) -> bool:

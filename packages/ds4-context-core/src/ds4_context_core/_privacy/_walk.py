@@ -28,7 +28,8 @@ from ds4_context_core._privacy._rules import (
     _REFERENCE,
     CREDENTIAL_PLACEHOLDER,
     PRIVATE_KEY_PLACEHOLDER,
-    REVERSED_SIGNS,
+    REVERSED_SIGN,
+    SCREEN_FOLD,
     SECRET_PLACEHOLDER,
     TOKEN_PLACEHOLDER,
     assignment_at,
@@ -36,10 +37,12 @@ from ds4_context_core._privacy._rules import (
     base64_runs,
     bearer_at,
     credential_url_at,
-    is_json_text,
     is_secret_name,
+    json_inside,
     looks_like_secret_literal,
+    private_key_at,
     redact_text,
+    token_at,
 )
 
 PRIVACY_CLASSIFICATIONS: Final = ("normal", "internal", "sensitive", "local-only")
@@ -206,25 +209,23 @@ def _key_text(key: Any) -> str:
 # The batch screen. Every rule needs a few literal characters in a row (a sign after a secret's name,
 # the head of a token, "://", "bearer", "[ds4:"): the screen finds them in all content strings joined,
 # at C speed, confirms the few candidates with the rule's own test where that is cheap, and only strings
-# with a hit run the full rules. A confirmation only ever over-approximates its rule. What no anchor can
-# see (fullwidth or zero-width characters, base64, JSON escapes) is screened by :func:`_wrapped_strings`
-# and :func:`_base64_hits`. The same code runs in both builds: compiled by mypyc, the loop over the
+# with a hit run the full rules. A confirmation only ever over-approximates its rule (a token's or a
+# private key's is its rule's own match, on its string alone). What no anchor can see (fullwidth or
+# zero-width characters, base64, JSON escapes) is screened by :func:`_wrapped_strings` and
+# :func:`_base64_hits`. The same code runs in both builds: compiled by mypyc, the loop over the
 # candidates is native, and the searches are the same C calls either way.
 # The screen reads an ASCII copy of the joined text as bytes (every other character becomes
 # "?", so positions stay the same; no rule matches outside ASCII once text is normalised), which the
 # regex engine and ``bytes.find`` search at C speed. A rule anchored on a sign or a separator that ends a
-# word (the "=" after "api_key", the "_" after "ghp") is found in the reversed copy, where that character
+# word (the "=" after "api_key", the "_" after "ghp") is found in a reversed copy, where that character
 # comes first: a pattern that opens with one literal character is searched for with memchr, and only its
-# few matches are tried. Names and "bearer" are matched in a lower-cased copy, as the rules do (ASCII);
-# the signs after a secret's name by the assignment rule's own patterns (REVERSED_SIGNS, in _rules.py).
-# The heads are matched in the lowered reversed copy too (no second reversed copy of the text as it is):
-# every head is lower case, so a match counts only where the text holds it unfolded ("TASK-1" folds to
-# "task-1", which holds "sk-").
-_REVERSED_HEADS: Final = (
-    re.compile(rb"_(?:[pousr]hg|fh|mpn|buhtig|(?:evil|tset)_k[sr])"),  # ghp_, hf_, npm_, github_, sk_live_
-    re.compile(rb"-(?:ks|taplg|[abposr]xox)"),  # sk-, glpat-, xoxb-
-)
-_FORWARD_HEADS: Final = (b"-----BEGIN ", b"eyJ")
+# few matches are tried. That copy is folded by SCREEN_FOLD (lower case, ":" as "=", "-" as "_"), so one
+# pass finds the signs after a secret's name (the assignment rule's own REVERSED_SIGN, in _rules.py) and
+# one the heads of every token that ends its prefix in "_" or "-"; each head is then matched as written
+# by its family's pattern (an upper-case "TASK-1" is no "sk-" head).
+_REVERSED_HEADS: Final = re.compile(rb"_(?:[pousr]hg|fh|mpn|buhtig|(?:evil|tset)_k[sr]|ks|taplg|[abposr]xox)")
+_PRIVATE_KEY_HEAD: Final = b"-----BEGIN "
+_JWT_HEAD: Final = b"eyJ"
 _AWS_GOOGLE_HEADS: Final = re.compile(rb"A(?:KIA|SIA|Iza)")  # one memchr pass for the three "A" heads
 # Literal needles the regex engine finds faster than ``bytes.find`` here: it scans for their rare first
 # byte, where ``bytes.find`` skips by their last one ("u", "/", "r": common in code).
@@ -234,45 +235,56 @@ _ESCAPE_HEAD: Final = re.compile(rb"\\u")
 _MARKER_BYTES: Final = re.compile(_MARKER.pattern.encode("ascii"), _MARKER.flags & ~re.UNICODE)
 
 
-def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[int]:
+def _token_hit(texts: list[str], ends: list[int], position: int) -> bool:
+    """Whether the token rule replaces a token at ``position`` of the joined text, on its string alone."""
+    index = bisect_right(ends, position)
+    return token_at(texts[index], position - (ends[index - 1] if index else 0))
+
+
+def _bulk_hits(texts: list[str], joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[int]:
     """Positions in ``joined`` around which a rule may match, found by C-level searches (interpreted).
 
     ``raw`` is ``joined.encode("ascii", "replace")``.
     """
     if not redact:
         return [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
-    lowered = raw.lower()
-    # Every tag holds "ds4:" (any case): one fast search spares the "[" scan where there is none.
-    hits = [match.start() for match in _MARKER_BYTES.finditer(raw)] if b"ds4:" in lowered else []
-    lowered_backwards = lowered[::-1]
+    folded = raw.translate(SCREEN_FOLD)
+    # Every tag holds "ds4:" (any case, folded to "ds4="): one fast search spares the "[" scan where there
+    # is none.
+    hits = [match.start() for match in _MARKER_BYTES.finditer(raw)] if b"ds4=" in folded else []
+    backwards = folded[::-1]
     last = len(raw) - 1
     # Each sign after a secret's name, then (in C, by maps) its string's end and whether what follows it
     # is a reference; only the others are asked of assignment_at.
-    signs = [
-        last - match.start() for pattern in REVERSED_SIGNS for match in pattern.finditer(lowered_backwards)
-    ]
+    signs = [last - match.start() for match in REVERSED_SIGN.finditer(backwards)]
     bounds = list(map(ends.__getitem__, map(bisect_right, repeat(ends), signs)))
     references = map(_REFERENCE.match, repeat(joined), map(operator.add, signs, repeat(1)), bounds)
     for position, bound in compress(zip(signs, bounds, strict=True), map(operator.not_, references)):
         if assignment_at(joined, position, bound):
             hits.append(position)
-    for pattern in _REVERSED_HEADS:
-        for match in pattern.finditer(lowered_backwards):
-            start = last - match.end() + 1
-            end = last - match.start() + 1
-            if raw[start:end] == lowered[start:end]:  # as written, not folded
-                hits.append(end - 1)
-    for head in _FORWARD_HEADS:
-        position = raw.find(head)
-        while position >= 0:
+    for match in _REVERSED_HEADS.finditer(backwards):
+        start = last - match.end() + 1
+        if _token_hit(texts, ends, start):
+            hits.append(start)
+    position = raw.find(_JWT_HEAD)
+    while position >= 0:
+        if _token_hit(texts, ends, position):
             hits.append(position)
-            position = raw.find(head, position + 1)
-    hits.extend(match.start() for match in _AWS_GOOGLE_HEADS.finditer(raw))
+        position = raw.find(_JWT_HEAD, position + 1)
+    for match in _AWS_GOOGLE_HEADS.finditer(raw):
+        if _token_hit(texts, ends, match.start()):
+            hits.append(match.start())
+    position = raw.find(_PRIVATE_KEY_HEAD)
+    while position >= 0:
+        index = bisect_right(ends, position)
+        if private_key_at(texts[index], position - (ends[index - 1] if index else 0)):
+            hits.append(position)
+        position = raw.find(_PRIVATE_KEY_HEAD, position + 1)
     for match in _URL_SEPARATOR.finditer(raw):
         position = match.start()
         if credential_url_at(joined, position, ends[bisect_right(ends, position)]) is not None:
             hits.append(position)
-    for match in _BEARER_WORD.finditer(lowered):  # "bearer" cannot overlap itself: none is skipped
+    for match in _BEARER_WORD.finditer(folded):  # "bearer" cannot overlap itself: none is skipped
         position = match.start()
         if bearer_at(joined, position, ends[bisect_right(ends, position)]):
             hits.append(position)
@@ -281,8 +293,9 @@ def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[i
 
 def _wrapped_strings(texts: list[str], joined: str, raw: bytes, ends: list[int]) -> set[int]:
     """Indices of the strings that may hide a secret from the anchors: normalisable characters, ``\\u``
-    escapes, a JSON text or a whole-string base64 value (each judged stripped, as the rules judge it).
-    Found with C-level searches over the joined text and maps over the strings, not one call a string."""
+    escapes, a JSON text that parses or a whole-string base64 value that decodes to a secret (each judged
+    stripped, as the rules judge it). Found with C-level searches over the joined text and maps over the
+    strings, not one call a string."""
     found: set[int] = set()
     if not joined.isascii():  # str.isascii is a flag CPython keeps: no scan
         others = compress(range(len(texts)), map(operator.not_, map(str.isascii, texts)))
@@ -291,12 +304,14 @@ def _wrapped_strings(texts: list[str], joined: str, raw: bytes, ends: list[int])
     found.update(map(bisect_right, repeat(ends), [match.start() for match in _ESCAPE_HEAD.finditer(raw)]))
     stripped = list(map(str.strip, texts))  # the same object where nothing is stripped
     opens = map(str.startswith, stripped, repeat(("{", "[")))
-    found.update(index for index in compress(range(len(texts)), opens) if is_json_text(stripped[index]))
+    found.update(index for index in compress(range(len(texts)), opens) if json_inside(stripped[index]))
     long_words = compress(range(len(texts)), map(_BASE64_MIN.__le__, map(len, stripped)))
     found.update(
         index
         for index in long_words
-        if " " not in stripped[index] and _BASE64_WHOLE.fullmatch(stripped[index]) is not None
+        if " " not in stripped[index]
+        and _BASE64_WHOLE.fullmatch(stripped[index]) is not None
+        and base64_blob_secret(stripped[index])
     )
     return found
 
@@ -319,8 +334,25 @@ def _base64_hits(joined: str, raw: bytes, ends: list[int]) -> list[int]:
 def _flag_strings(texts: list[str], redact: bool) -> set[int]:
     """Indices of the strings in ``texts`` that the full rules must see; no other one can change.
 
-    The strings are searched concatenated. A confirmation may look across into a neighbour, which can
-    only flag a string needlessly, never miss one: every real match lies wholly inside its string.
+    Each distinct string is screened once (a coding payload repeats its short replies and the files it
+    reads), and a flagged one flags every copy.
+    """
+    unique = list(dict.fromkeys(texts))
+    if len(unique) == len(texts):
+        return _flag_distinct(texts, redact)
+    flagged = _flag_distinct(unique, redact)
+    if not flagged:
+        return flagged
+    chosen = {unique[index] for index in flagged}
+    return set(compress(range(len(texts)), map(chosen.__contains__, texts)))
+
+
+def _flag_distinct(texts: list[str], redact: bool) -> set[int]:
+    """:func:`_flag_strings` of strings that are all different, searched concatenated.
+
+    A confirmation may look across into a neighbour, which can only flag a string needlessly, never miss
+    one: every real match lies wholly inside its string (and a token's or a private key's is matched on
+    its string alone, where a string's start is one).
     """
     joined = "".join(texts)
     ends = list(accumulate(map(len, texts)))  # string i spans ends[i - 1]:ends[i]
@@ -334,7 +366,7 @@ def _flag_strings(texts: list[str], redact: bool) -> set[int]:
             if joined.isascii()
             else b"".join(map(str.encode, texts, repeat("ascii"), repeat("replace")))
         )
-    hits = _bulk_hits(joined, raw, redact, ends)
+    hits = _bulk_hits(texts, joined, raw, redact, ends)
     wrapped: set[int] = set()
     if redact:
         wrapped = _wrapped_strings(texts, joined, raw, ends)
