@@ -622,6 +622,22 @@ def base64_runs(raw: bytes) -> list[tuple[int, int]]:
     return runs
 
 
+def base64_run_text(blob: bytes) -> bool:
+    """Whether a base64 run (``blob``, as :func:`base64_runs` finds it) may decode to text: its bytes decode
+    as :func:`_decoded_base64` decodes them, and are UTF-8. Asked first of every run, and answered without
+    an exception for the common one that is binary (an image, a hash, a key's body)."""
+    if (len(blob) - blob.count(b"=")) % 4 == 1:
+        return False  # no base64 has that many characters
+    try:
+        decoded = binascii.a2b_base64(blob + b"=" * (-len(blob) % 4), strict_mode=True)
+    except binascii.Error:
+        return False
+    if decoded.isascii():
+        return True
+    # A U+FFFD in the replaced decoding marks bytes that are no UTF-8, unless the text holds it itself.
+    return "\ufffd" not in decoded.decode("utf-8", "replace") or b"\xef\xbf\xbd" in decoded
+
+
 def base64_blob_secret(blob: str) -> bool:
     """Whether a base64 run decodes to text in which the rules find a secret."""
     decoded = _decoded_base64(blob)

@@ -34,6 +34,7 @@ from ds4_context_core._privacy._rules import (
     TOKEN_PLACEHOLDER,
     assignment_at,
     base64_blob_secret,
+    base64_run_text,
     base64_runs,
     bearer_at,
     credential_url_at,
@@ -224,15 +225,21 @@ def _key_text(key: Any) -> str:
 # one the heads of every token that ends its prefix in "_" or "-"; each head is then matched as written
 # by its family's pattern (an upper-case "TASK-1" is no "sk-" head).
 _REVERSED_HEADS: Final = re.compile(rb"_(?:[pousr]hg|fh|mpn|buhtig|(?:evil|tset)_k[sr]|ks|taplg|[abposr]xox)")
+# Heads found from a rare byte of theirs with ``bytes.find`` of that one byte (memchr, many times faster
+# than a regex pass or a longer needle's search), then read around it: "J" of "eyJ" (JWTs), "G" of
+# "-----BEGIN " (private keys), the backslash of "\\u" (escapes) and the "[" of a tag.
 _PRIVATE_KEY_HEAD: Final = b"-----BEGIN "
+_PRIVATE_KEY_RARE: Final = _PRIVATE_KEY_HEAD.index(b"G")
 _JWT_HEAD: Final = b"eyJ"
+_JWT_RARE: Final = _JWT_HEAD.index(b"J")
 _AWS_GOOGLE_HEADS: Final = re.compile(rb"A(?:KIA|SIA|Iza)")  # one memchr pass for the three "A" heads
-# Literal needles the regex engine finds faster than ``bytes.find`` here: it scans for their rare first
-# byte, where ``bytes.find`` skips by their last one ("u", "/", "r": common in code).
-_URL_SEPARATOR: Final = re.compile(rb"://")
+# A literal needle the regex engine finds faster than ``bytes.find`` here: it scans for its first byte,
+# where ``bytes.find`` skips by its last one ("r": common in code).
 _BEARER_WORD: Final = re.compile(rb"bearer")
-_ESCAPE_HEAD: Final = re.compile(rb"\\u")
 _MARKER_BYTES: Final = re.compile(_MARKER.pattern.encode("ascii"), _MARKER.flags & ~re.UNICODE)
+# _REFERENCE on the ASCII copy: it reads ASCII classes only (``re.ASCII``), where any other character and
+# the "?" that stands for it in the copy are alike, so it matches the same; a third faster on bytes.
+_REFERENCE_BYTES: Final = re.compile(_REFERENCE.pattern.encode("ascii"))
 
 
 def _token_hit(texts: list[str], ends: list[int], position: int) -> bool:
@@ -248,17 +255,20 @@ def _bulk_hits(texts: list[str], joined: str, raw: bytes, redact: bool, ends: li
     """
     if not redact:
         return [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
+    hits: list[int] = []
+    position = raw.find(b"[")
+    while position >= 0:
+        if _MARKER_BYTES.match(raw, position) is not None:
+            hits.append(position)
+        position = raw.find(b"[", position + 1)
     folded = raw.translate(SCREEN_FOLD)
-    # Every tag holds "ds4:" (any case, folded to "ds4="): one fast search spares the "[" scan where there
-    # is none.
-    hits = [match.start() for match in _MARKER_BYTES.finditer(raw)] if b"ds4=" in folded else []
     backwards = folded[::-1]
     last = len(raw) - 1
     # Each sign after a secret's name, then (in C, by maps) its string's end and whether what follows it
     # is a reference; only the others are asked of assignment_at.
     signs = [last - match.start() for match in REVERSED_SIGN.finditer(backwards)]
     bounds = list(map(ends.__getitem__, map(bisect_right, repeat(ends), signs)))
-    references = map(_REFERENCE.match, repeat(joined), map(operator.add, signs, repeat(1)), bounds)
+    references = map(_REFERENCE_BYTES.match, repeat(raw), map(operator.add, signs, repeat(1)), bounds)
     for position, bound in compress(zip(signs, bounds, strict=True), map(operator.not_, references)):
         if assignment_at(joined, position, bound):
             hits.append(position)
@@ -266,24 +276,36 @@ def _bulk_hits(texts: list[str], joined: str, raw: bytes, redact: bool, ends: li
         start = last - match.end() + 1
         if _token_hit(texts, ends, start):
             hits.append(start)
-    position = raw.find(_JWT_HEAD)
+    position = raw.find(b"J", _JWT_RARE)
     while position >= 0:
-        if _token_hit(texts, ends, position):
-            hits.append(position)
-        position = raw.find(_JWT_HEAD, position + 1)
+        start = position - _JWT_RARE
+        if raw.startswith(_JWT_HEAD, start) and _token_hit(texts, ends, start):
+            hits.append(start)
+        position = raw.find(b"J", position + 1)
     for match in _AWS_GOOGLE_HEADS.finditer(raw):
         if _token_hit(texts, ends, match.start()):
             hits.append(match.start())
-    position = raw.find(_PRIVATE_KEY_HEAD)
+    position = raw.find(b"G", _PRIVATE_KEY_RARE)
     while position >= 0:
-        index = bisect_right(ends, position)
-        if private_key_at(texts[index], position - (ends[index - 1] if index else 0)):
+        start = position - _PRIVATE_KEY_RARE
+        if raw.startswith(_PRIVATE_KEY_HEAD, start):
+            index = bisect_right(ends, start)
+            if private_key_at(texts[index], start - (ends[index - 1] if index else 0)):
+                hits.append(start)
+        position = raw.find(b"G", position + 1)
+    # A credential URL's "user:password@" holds no "/": its "://" is where the last "/" before an "@" is
+    # (both found by memchr, and "@" is rare).
+    at = raw.find(b"@")
+    while at >= 0:
+        slash = raw.rfind(b"/", 0, at)
+        position = slash - 2
+        if (
+            position >= 0
+            and raw.startswith(b"://", position)
+            and credential_url_at(joined, position, ends[bisect_right(ends, position)]) is not None
+        ):
             hits.append(position)
-        position = raw.find(_PRIVATE_KEY_HEAD, position + 1)
-    for match in _URL_SEPARATOR.finditer(raw):
-        position = match.start()
-        if credential_url_at(joined, position, ends[bisect_right(ends, position)]) is not None:
-            hits.append(position)
+        at = raw.find(b"@", at + 1)
     for match in _BEARER_WORD.finditer(folded):  # "bearer" cannot overlap itself: none is skipped
         position = match.start()
         if bearer_at(joined, position, ends[bisect_right(ends, position)]):
@@ -301,7 +323,11 @@ def _wrapped_strings(texts: list[str], joined: str, raw: bytes, ends: list[int])
         others = compress(range(len(texts)), map(operator.not_, map(str.isascii, texts)))
         found.update(index for index in others if _HIDDEN.search(texts[index]) is not None)
     # One that spans two strings flags the first needlessly.
-    found.update(map(bisect_right, repeat(ends), [match.start() for match in _ESCAPE_HEAD.finditer(raw)]))
+    position = raw.find(b"\\")
+    while position >= 0:
+        if raw.startswith(b"\\u", position):
+            found.add(bisect_right(ends, position))
+        position = raw.find(b"\\", position + 1)
     stripped = list(map(str.strip, texts))  # the same object where nothing is stripped
     opens = map(str.startswith, stripped, repeat(("{", "[")))
     found.update(index for index in compress(range(len(texts)), opens) if json_inside(stripped[index]))
@@ -324,7 +350,11 @@ def _base64_hits(joined: str, raw: bytes, ends: list[int]) -> list[int]:
         index = bisect_right(ends, start)
         while start < end:  # a run that crosses into the next string is each string's own run
             stop = min(end, ends[index])
-            if stop - start >= _BLOB_MIN and base64_blob_secret(joined[start:stop]):
+            if (
+                stop - start >= _BLOB_MIN
+                and base64_run_text(raw[start:stop])
+                and base64_blob_secret(joined[start:stop])
+            ):
                 found.append(index)
             start = stop
             index += 1
