@@ -374,8 +374,9 @@ _REFERENCE: Final = re.compile(
 # _walk.py finds the heads of "_" and "-" tokens in one pass too). The batch screen uses the same pattern
 # on all strings joined.
 SCREEN_FOLD: Final = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ:-", b"abcdefghijklmnopqrstuvwxyz=_")
+# Every choice opens with its own literal, which the regex engine tests before it tries the choice.
 REVERSED_NAME: Final = (
-    rb"(?:yek_?(?:ipa|terces|ssecca|etavirp|htua)|nekot|terces|drowssap|dwssap|dwp|s?laitnederc)"
+    rb"(?:yek_?(?:ipa|terces|ssecca|etavirp|htua)|nekot|terces|d(?:rowssap|wssap|wp)|slaitnederc|laitnederc)"
 )
 # Spaces, quotes and backslashes in any order, one character class: a looser reading than assignment_at's
 # (spaces, then a quote, then a backslash), so it finds every sign that assignment_at may take, and each

@@ -23,7 +23,6 @@ from ds4_context_core._exceptions import PrivacyEnforcementError
 from ds4_context_core._privacy._rules import (
     _BASE64_MIN,
     _BASE64_WHOLE,
-    _BLOB_MIN,
     _HIDDEN,
     _REFERENCE,
     CREDENTIAL_PLACEHOLDER,
@@ -224,7 +223,10 @@ def _key_text(key: Any) -> str:
 # pass finds the signs after a secret's name (the assignment rule's own REVERSED_SIGN, in _rules.py) and
 # one the heads of every token that ends its prefix in "_" or "-"; each head is then matched as written
 # by its family's pattern (an upper-case "TASK-1" is no "sk-" head).
-_REVERSED_HEADS: Final = re.compile(rb"_(?:[pousr]hg|fh|mpn|buhtig|(?:evil|tset)_k[sr]|ks|taplg|[abposr]xox)")
+# Every choice opens with its own literal, which the regex engine tests before it tries the choice.
+_REVERSED_HEADS: Final = re.compile(
+    rb"_(?:phg|ohg|uhg|shg|rhg|fh|mpn|buhtig|evil_k[sr]|tset_k[sr]|ks|taplg|axox|bxox|pxox|oxox|sxox|rxox)"
+)
 # Heads found from a rare byte of theirs with ``bytes.find`` of that one byte (memchr, many times faster
 # than a regex pass or a longer needle's search), then read around it: "J" of "eyJ" (JWTs), "G" of
 # "-----BEGIN " (private keys), the backslash of "\\u" (escapes) and the "[" of a tag.
@@ -242,16 +244,22 @@ _MARKER_BYTES: Final = re.compile(_MARKER.pattern.encode("ascii"), _MARKER.flags
 _REFERENCE_BYTES: Final = re.compile(_REFERENCE.pattern.encode("ascii"))
 
 
+def _local(ends: list[int], index: int, position: int) -> int:
+    """``position`` of the joined text as a position in string ``index`` (see :func:`_flag_distinct`)."""
+    return position - ends[index - 1] - 1 if index else position
+
+
 def _token_hit(texts: list[str], ends: list[int], position: int) -> bool:
     """Whether the token rule replaces a token at ``position`` of the joined text, on its string alone."""
     index = bisect_right(ends, position)
-    return token_at(texts[index], position - (ends[index - 1] if index else 0))
+    return token_at(texts[index], _local(ends, index, position))
 
 
 def _bulk_hits(texts: list[str], joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[int]:
     """Positions in ``joined`` around which a rule may match, found by C-level searches (interpreted).
 
-    ``raw`` is ``joined.encode("ascii", "replace")``.
+    ``raw`` is ``joined.encode("ascii", "replace")``; ``joined`` holds the strings with a newline between
+    each two, and string ``i`` ends at ``ends[i]``.
     """
     if not redact:
         return [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
@@ -264,13 +272,14 @@ def _bulk_hits(texts: list[str], joined: str, raw: bytes, redact: bool, ends: li
     folded = raw.translate(SCREEN_FOLD)
     backwards = folded[::-1]
     last = len(raw) - 1
-    # Each sign after a secret's name, then (in C, by maps) its string's end and whether what follows it
-    # is a reference; only the others are asked of assignment_at.
+    # Each sign after a secret's name, then (in C, by a map) whether what follows it is a reference; only
+    # the others are asked of assignment_at, up to the end of their string. A reference never reaches past
+    # its string's end: the newline there ends it as the end of the string does (_REFERENCE reads "\n"
+    # where it reads the end, and no part of it goes on over a newline).
     signs = [last - match.start() for match in REVERSED_SIGN.finditer(backwards)]
-    bounds = list(map(ends.__getitem__, map(bisect_right, repeat(ends), signs)))
-    references = map(_REFERENCE_BYTES.match, repeat(raw), map(operator.add, signs, repeat(1)), bounds)
-    for position, bound in compress(zip(signs, bounds, strict=True), map(operator.not_, references)):
-        if assignment_at(joined, position, bound):
+    references = map(_REFERENCE_BYTES.match, repeat(raw), map(operator.add, signs, repeat(1)))
+    for position in compress(signs, map(operator.not_, references)):
+        if assignment_at(joined, position, ends[bisect_right(ends, position)]):
             hits.append(position)
     for match in _REVERSED_HEADS.finditer(backwards):
         start = last - match.end() + 1
@@ -290,7 +299,7 @@ def _bulk_hits(texts: list[str], joined: str, raw: bytes, redact: bool, ends: li
         start = position - _PRIVATE_KEY_RARE
         if raw.startswith(_PRIVATE_KEY_HEAD, start):
             index = bisect_right(ends, start)
-            if private_key_at(texts[index], start - (ends[index - 1] if index else 0)):
+            if private_key_at(texts[index], _local(ends, index, start)):
                 hits.append(start)
         position = raw.find(b"G", position + 1)
     # A credential URL's "user:password@" holds no "/": its "://" is where the last "/" before an "@" is
@@ -343,22 +352,13 @@ def _wrapped_strings(texts: list[str], joined: str, raw: bytes, ends: list[int])
 
 
 def _base64_hits(joined: str, raw: bytes, ends: list[int]) -> list[int]:
-    """Indices of the strings holding a base64 run (within the string) that decodes to a secret."""
-    found: list[int] = []
-    for first, end in base64_runs(raw):
-        start = first
-        index = bisect_right(ends, start)
-        while start < end:  # a run that crosses into the next string is each string's own run
-            stop = min(end, ends[index])
-            if (
-                stop - start >= _BLOB_MIN
-                and base64_run_text(raw[start:stop])
-                and base64_blob_secret(joined[start:stop])
-            ):
-                found.append(index)
-            start = stop
-            index += 1
-    return found
+    """Indices of the strings holding a base64 run that decodes to a secret (a run ends with its string:
+    the newline after it is no base64)."""
+    return [
+        bisect_right(ends, start)
+        for start, end in base64_runs(raw)
+        if base64_run_text(raw[start:end]) and base64_blob_secret(joined[start:end])
+    ]
 
 
 def _flag_strings(texts: list[str], redact: bool) -> set[int]:
@@ -378,14 +378,17 @@ def _flag_strings(texts: list[str], redact: bool) -> set[int]:
 
 
 def _flag_distinct(texts: list[str], redact: bool) -> set[int]:
-    """:func:`_flag_strings` of strings that are all different, searched concatenated.
+    """:func:`_flag_strings` of strings that are all different, searched joined by newlines.
 
     A confirmation may look across into a neighbour, which can only flag a string needlessly, never miss
     one: every real match lies wholly inside its string (and a token's or a private key's is matched on
     its string alone, where a string's start is one).
     """
-    joined = "".join(texts)
-    ends = list(accumulate(map(len, texts)))  # string i spans ends[i - 1]:ends[i]
+    # A newline between each two strings: no rule's match goes on over one, so no search sees a string run
+    # on into the next, and what follows a sign or a run ends where its string does. String i spans
+    # ends[i - 1] + 1:ends[i].
+    joined = "\n".join(texts)
+    ends = list(map(operator.add, accumulate(map(len, texts)), range(len(texts))))
     # An ASCII copy at the same positions (see _bulk_hits), for the searches that run on bytes.
     # Encoded one string at a time where any is not ASCII: an ASCII string's copy is a memcpy, and only the
     # few others go through the slow, character by character path ("?" for each other character).
@@ -394,7 +397,7 @@ def _flag_distinct(texts: list[str], redact: bool) -> set[int]:
         raw = (
             joined.encode("ascii")
             if joined.isascii()
-            else b"".join(map(str.encode, texts, repeat("ascii"), repeat("replace")))
+            else b"\n".join(map(str.encode, texts, repeat("ascii"), repeat("replace")))
         )
     hits = _bulk_hits(texts, joined, raw, redact, ends)
     wrapped: set[int] = set()
