@@ -24,9 +24,9 @@ from ds4_context_core._privacy._rules import (
     _BASE64_MIN,
     _BASE64_WHOLE,
     _HIDDEN,
-    _REFERENCE,
     CREDENTIAL_PLACEHOLDER,
     PRIVATE_KEY_PLACEHOLDER,
+    REFERENCE_BYTES,
     REVERSED_SIGN,
     SCREEN_FOLD,
     SECRET_PLACEHOLDER,
@@ -239,9 +239,6 @@ _AWS_GOOGLE_HEADS: Final = re.compile(rb"A(?:KIA|SIA|Iza)")  # one memchr pass f
 # where ``bytes.find`` skips by its last one ("r": common in code).
 _BEARER_WORD: Final = re.compile(rb"bearer")
 _MARKER_BYTES: Final = re.compile(_MARKER.pattern.encode("ascii"), _MARKER.flags & ~re.UNICODE)
-# _REFERENCE on the ASCII copy: it reads ASCII classes only (``re.ASCII``), where any other character and
-# the "?" that stands for it in the copy are alike, so it matches the same; a third faster on bytes.
-_REFERENCE_BYTES: Final = re.compile(_REFERENCE.pattern.encode("ascii"))
 
 
 def _local(ends: list[int], index: int, position: int) -> int:
@@ -277,7 +274,7 @@ def _bulk_hits(texts: list[str], joined: str, raw: bytes, redact: bool, ends: li
     # its string's end: the newline there ends it as the end of the string does (_REFERENCE reads "\n"
     # where it reads the end, and no part of it goes on over a newline).
     signs = [last - match.start() for match in REVERSED_SIGN.finditer(backwards)]
-    references = map(_REFERENCE_BYTES.match, repeat(raw), map(operator.add, signs, repeat(1)))
+    references = map(REFERENCE_BYTES.match, repeat(raw), map(operator.add, signs, repeat(1)))
     for position in compress(signs, map(operator.not_, references)):
         if assignment_at(joined, position, ends[bisect_right(ends, position)]):
             hits.append(position)
