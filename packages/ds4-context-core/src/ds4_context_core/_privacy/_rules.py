@@ -670,10 +670,11 @@ def _base64_blobs(text: str) -> tuple[str, int]:
     """``text`` with every base64 run that hides a secret replaced by the placeholder."""
     if len(text) < _BLOB_MIN:
         return text, 0
+    encoded = text.encode("ascii", "replace")
     spans = [
         (start, end, SECRET_PLACEHOLDER)
-        for start, end in base64_runs(text.encode("ascii", "replace"))
-        if base64_blob_secret(text[start:end])
+        for start, end in base64_runs(encoded)
+        if base64_run_text(encoded[start:end]) and base64_blob_secret(text[start:end])
     ]
     return _splice(text, spans)
 
