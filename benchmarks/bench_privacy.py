@@ -10,8 +10,10 @@ Contenders, measured in one process on the same payload, in turns of ten calls i
 * when it is compiled: the same function with the same module's ``.py`` source run interpreted, loaded
   from beside the extension module, so pure and compiled are measured in one run;
 * the same function as it was at git revision ``REV`` (default: the last one before the copy-on-write
-  traversal and the memchr batch screen), loaded from ``git show`` so no copy of old code lives here;
-  skipped with a note when git or the revision is unavailable;
+  traversal and the memchr batch screen), loaded from ``git show`` so no copy of old code lives here
+  (interpreted; for a revision of the ``_privacy`` package, its ``_rules``, ``_walk``, ``_cache`` and
+  ``_policy`` modules); skipped with a note when git or the revision is unavailable. A revision named
+  with ``--baseline`` is measured on the real-shaped payload (below) too;
 * naive stdlib peer: ``json`` round-trip copy, then every string of the copy run through each secret
   ``re`` pattern and a marker ``re`` one by one (what a host writes when it "just redacts");
 * ``copy.deepcopy``: a floor for "copy the payload and do nothing else".
@@ -169,11 +171,32 @@ def naive(payload: dict[str, Any]) -> Any:
 
 BASELINE_REVISION = "6520108"  # the batch screen over a full Python copy, before copy-on-write
 PRIVACY_SOURCE = "packages/ds4-context-core/src/ds4_context_core/_privacy.py"
+PRIVACY_ROOM = "packages/ds4-context-core/src/ds4_context_core/_privacy"
 
 
 def load_baseline(revision: str) -> ModuleType | str:
-    """The privacy module as it was at ``revision``, or why it could not be loaded."""
+    """The privacy module as it was at ``revision``, or why it could not be loaded.
+
+    A revision since privacy became the ``_privacy`` package gives its ``_policy`` module, run on that
+    revision's ``_rules``, ``_walk`` and ``_cache`` (interpreted, as :func:`load_interpreted` loads today's);
+    an older one its single ``_privacy.py``.
+    """
     root = Path(__file__).resolve().parent.parent
+    sources: dict[str, str] = {}
+    for module in (*INTERPRETED_MODULES, "_policy"):
+        try:
+            sources[module] = subprocess.run(
+                ["git", "show", f"{revision}:{PRIVACY_ROOM}/{module}.py"],
+                cwd=root,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=30,
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            break
+    else:
+        return load_package_sources(sources, revision)
     try:
         source = subprocess.run(
             ["git", "show", f"{revision}:{PRIVACY_SOURCE}"],
@@ -196,6 +219,30 @@ def load_baseline(revision: str) -> ModuleType | str:
         exec(compile(source, f"{revision}:{PRIVACY_SOURCE}", "exec"), module.__dict__)
     finally:
         del sys.modules[moved]
+    return module
+
+
+def load_package_sources(sources: dict[str, str], revision: str) -> ModuleType:
+    """``_policy`` executed from ``sources`` (module name -> source), its siblings from ``sources`` too."""
+    names = [f"ds4_context_core._privacy.{module}" for module in INTERPRETED_MODULES]
+    saved = {name: sys.modules[name] for name in names}
+    try:
+        for module, name in zip(INTERPRETED_MODULES, names, strict=True):
+            sys.modules[name] = exec_source(name, sources[module], f"{revision}:{PRIVACY_ROOM}/{module}.py")
+        return exec_source(
+            "ds4_context_core._privacy._policy", sources["_policy"], f"{revision}:{PRIVACY_ROOM}/_policy.py"
+        )
+    finally:
+        sys.modules.update(saved)
+
+
+def exec_source(name: str, source: str, filename: str) -> ModuleType:
+    """A fresh module object named ``name`` (in the ``_privacy`` package), executed from ``source``."""
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "ds4_context_core._privacy"
+    exec(compile(source, filename, "exec"), module.__dict__)
     return module
 
 
@@ -330,8 +377,9 @@ def _leaks(entry: dict[str, Any], sent: str) -> bool:
     return any(piece in sent for piece in pieces if len(piece) == 12 and "[DS4" not in piece)
 
 
-def real_section(quick: bool) -> None:
-    """Accuracy and speed on the real-shaped coding payload, compiled (if so) and interpreted."""
+def real_section(quick: bool, baseline: ModuleType | str, revision: str) -> None:
+    """Accuracy and speed on the real-shaped coding payload, compiled (if so) and interpreted, and as at
+    ``revision`` when its code (``baseline``) was loaded."""
     from ds4_context_core.privacy import redact_secrets  # noqa: PLC0415
 
     payload, _planted, _lines = load_real()
@@ -355,11 +403,16 @@ def real_section(quick: bool) -> None:
         contenders["same, interpreted"] = lambda: interpreted.enforce_payload_privacy(
             payload, provider="openai"
         )
+    if isinstance(baseline, ModuleType):
+        before = baseline.enforce_payload_privacy
+        contenders[f"same, at {revision}"] = lambda: before(payload, provider="openai")
     contenders["naive json + re peer"] = lambda: naive(payload)
     contenders["copy.deepcopy floor"] = lambda: copy.deepcopy(payload)
     for function in contenders.values():
         function()
+    load_before = load_average()
     samples, _cpu = measure(contenders, 20 if quick else 100)
+    load_after = load_average()
     ours = statistics.fmean(samples["ds4 on real payload"])
     print(f"{'contender':<30}{'mean ms':>10}{'p50 ms':>10}{'min ms':>10}{'mean/ds4':>10}")
     for name, values in samples.items():
@@ -368,6 +421,7 @@ def real_section(quick: bool) -> None:
             f"{name:<30}{mean * 1000:>10.3f}{statistics.median(values) * 1000:>10.3f}"
             f"{min(values) * 1000:>10.3f}{mean / ours:>9.2f}x"
         )
+    print(f"1-minute load average: {load_before:.2f} before, {load_after:.2f} after the run")
 
 
 def turn_section(quick: bool) -> None:
@@ -407,17 +461,18 @@ def turn_section(quick: bool) -> None:
 
 def main() -> None:
     quick = "--quick" in sys.argv
-    if "--real-only" not in sys.argv:
-        synthetic_section(quick)
-    real_section(quick)
-    turn_section(quick)
-
-
-def synthetic_section(quick: bool) -> None:
     revision = BASELINE_REVISION
     if "--baseline" in sys.argv:
         revision = sys.argv[sys.argv.index("--baseline") + 1]
     baseline = "baseline skipped (--no-baseline)" if "--no-baseline" in sys.argv else load_baseline(revision)
+    if "--real-only" not in sys.argv:
+        synthetic_section(quick, baseline, revision)
+    # The real payload only with a baseline named on the command line: the default one predates it.
+    real_section(quick, baseline if "--baseline" in sys.argv else "", revision)
+    turn_section(quick)
+
+
+def synthetic_section(quick: bool, baseline: ModuleType | str, revision: str) -> None:
     payload = make_payload()
     size = len(json.dumps(payload))
     result = enforce_payload_privacy(payload, provider="openai")

@@ -3,6 +3,7 @@ that never lets through what sanitizing each string on its own would have change
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from collections.abc import Iterator, Mapping
@@ -14,7 +15,13 @@ from hypothesis import strategies as st
 
 from ds4_context_core import PrivacyEnforcementError
 from ds4_context_core._privacy import _walk as _privacy_walk
-from ds4_context_core._privacy._rules import is_secret_name, looks_like_secret_literal, redact_text_ungated
+from ds4_context_core._privacy._rules import (
+    _decoded_base64,
+    base64_run_text,
+    is_secret_name,
+    looks_like_secret_literal,
+    redact_text_ungated,
+)
 from ds4_context_core.privacy import (
     PRIVACY_MAX_DEPTH,
     PrivacyPolicy,
@@ -373,6 +380,18 @@ FRAGMENTS = st.sampled_from(
         "E" * 40,
         "`",
         '\\"',
+        # What the screen reads around a rare byte: a URL's "@" and the last "/" before it, a JWT's "J", a
+        # private key's "G", an escape's backslash; and JSON texts that parse or do not.
+        "://",
+        "@",
+        "/",
+        "u:p@",
+        "J",
+        "G",
+        "\\u",
+        '{"k": "',
+        '"}',
+        "[[",
     ]
 )
 TEXT = st.lists(FRAGMENTS, max_size=12).map("".join)
@@ -413,6 +432,44 @@ def test_the_screen_flags_every_string_the_rules_change(texts: list[str], redact
         if sanitize_text(text, destination="remote", policy=policy) != (text, 0, 0)
     }
     assert changed <= _privacy_walk._flag_strings(texts, redact)
+
+
+# Every kind of secret the screen confirms by its rule's own match, right after a string that ends in a
+# letter or digit and right before one that starts with one: a string's start and end are its own, never
+# read as part of a neighbour.
+NEIGHBOURED = [
+    "sk-proj-Zq81mWx0aLp2Kd7Tr4Nv",
+    "ghp_Zq81mWx0aLp2Kd7Tr4Nv9Bc6Hj3Yu5Qw",
+    "AKIAZQ81MWX0ALP2KD7T",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abc",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA",
+    "postgres://app:Zq81mWx0@db",
+    "Bearer Zq81mWx0aLp2Kd7Tr4",
+    "password=Zq81mWx0aLp2",
+    "a2V5IHNrLXByb2otWnE4MW1XeDBhTHAyS2Q3VHI0TnY5QmM2",
+    '{"a": "a2V5IHNrLXByb2otWnE4MW1XeDBhTHAyS2Q3VHI0TnY5QmM2"}',
+    "\\u0073k-proj-Zq81mWx0aLp2Kd7Tr4Nv",
+]
+
+
+@pytest.mark.parametrize("secret", NEIGHBOURED)
+def test_the_screen_reads_each_string_on_its_own_beside_its_neighbours(secret: str) -> None:
+    assert redact_secrets(secret)[1] > 0
+    texts = ["word1", secret, "2word", secret, "x"]
+    assert {1, 3} <= _privacy_walk._flag_strings(texts, True)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.one_of(st.binary(max_size=48), st.text(max_size=32).map(str.encode)),
+    cut=st.integers(min_value=0, max_value=3),
+    pad=st.integers(min_value=0, max_value=2),
+)
+def test_a_base64_run_that_decodes_to_text_passes_the_quick_look(data: bytes, cut: int, pad: int) -> None:
+    run = base64.b64encode(data).rstrip(b"=")
+    run = run[: max(0, len(run) - cut)] + b"=" * pad
+    if _decoded_base64(run.decode("ascii")) is not None:
+        assert base64_run_text(run)
 
 
 # The secret rules run without the substring tests in front of them: the tests must never change a result.

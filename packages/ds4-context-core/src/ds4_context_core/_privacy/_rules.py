@@ -69,6 +69,16 @@ _TOKEN_GATES: Final = tuple(
     (gate, family) for family, (gates, _pattern, _check) in enumerate(_TOKEN_FAMILIES) for gate in gates
 )
 _ALL_FAMILIES: Final = frozenset(range(len(_TOKEN_FAMILIES)))
+# The gate tests, one search each: a substring test for a family with one prefix, one regex for a family
+# with several (the engine finds their shared head, "gh" or "sk_", and tells them apart after it).
+_SINGLE_GATES: Final = tuple(
+    (gates[0], family) for family, (gates, _pattern, _check) in enumerate(_TOKEN_FAMILIES) if len(gates) == 1
+)
+_SHARED_GATES: Final = tuple(
+    (re.compile("|".join(map(re.escape, gates))), family)
+    for family, (gates, _pattern, _check) in enumerate(_TOKEN_FAMILIES)
+    if len(gates) > 1
+)
 # GitHub's and npm's tokens end in the CRC32 of the 30 random characters before it, 6 base62 digits.
 _BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _BASE62_VALUE: Final = {char: value for value, char in enumerate(_BASE62)}
@@ -365,40 +375,49 @@ _REFERENCE: Final = re.compile(
     + ")",
     re.ASCII,
 )
+# _REFERENCE on an ASCII copy of the text (``text.encode("ascii", "replace")``): it reads ASCII classes
+# only (``re.ASCII``), where any other character and the "?" that stands for it in the copy are alike, so
+# it matches the same; a third faster on bytes.
+REFERENCE_BYTES: Final = re.compile(_REFERENCE.pattern.encode("ascii"))
 
 
-# A secret's name before a sign, read in a lowered reversed ASCII copy of the text (the sign comes first
-# there, so the regex engine skips from one "=" or ":" to the next in C): each sign that follows a
-# secret's name (an optional quote and spaces between), as assignment_at reads it. The batch screen
-# (_walk.py) uses the same patterns on all strings joined.
+# A secret's name before a sign, read in a folded reversed ASCII copy of the text (the sign comes first
+# there, so the regex engine skips from one sign to the next in C): each sign that follows a secret's name
+# (an optional quote and spaces between), as assignment_at reads it. The copy is folded by SCREEN_FOLD:
+# lower case, ":" read as "=" and "-" as "_", so one pass finds both signs (and the batch screen in
+# _walk.py finds the heads of "_" and "-" tokens in one pass too). The batch screen uses the same pattern
+# on all strings joined.
+SCREEN_FOLD: Final = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ:-", b"abcdefghijklmnopqrstuvwxyz=_")
+# Every choice opens with its own literal, which the regex engine tests before it tries the choice.
 REVERSED_NAME: Final = (
-    rb"(?:yek[_-]?(?:ipa|terces|ssecca|etavirp|htua)|nekot|terces|drowssap|dwssap|dwp|s?laitnederc)"
+    rb"(?:yek_?(?:ipa|terces|ssecca|etavirp|htua)|nekot|terces|d(?:rowssap|wssap|wp)|slaitnederc|laitnederc)"
 )
 # Spaces, quotes and backslashes in any order, one character class: a looser reading than assignment_at's
 # (spaces, then a quote, then a backslash), so it finds every sign that assignment_at may take, and each
 # try costs the regex engine less (a third less time on the real coding payload than an optional group).
-REVERSED_SIGNS: Final = tuple(re.compile(sign + rb"[ \t\"'`\\]*" + REVERSED_NAME) for sign in (b"=", b":"))
+# Possessive: a name opens with a letter, so giving back a space or quote never helps (a tenth faster).
+REVERSED_SIGN: Final = re.compile(rb"=[ \t\"'`\\]*+" + REVERSED_NAME)
 
 
 def _assignments(text: str, gated: bool) -> list[tuple[int, int, str]]:
     """``(start, end, replacement)`` of every secret value assigned to a secret's name in ``text``.
 
-    ``gated``: only the signs :data:`REVERSED_SIGNS` finds after a secret's name are asked, and of those
+    ``gated``: only the signs :data:`REVERSED_SIGN` finds after a secret's name are asked, and of those
     not the ones followed by what :data:`_REFERENCE` matches (:func:`assignment_at` refuses every other
     one). Ungated, every sign is asked (the reference the property tests hold the gated path to).
     """
     spans: list[tuple[int, int, str]] = []
     size = len(text)
     if gated:
-        backwards = text.encode("ascii", "replace").lower()[::-1]  # the same positions, reversed
+        encoded = text.encode("ascii", "replace")  # the same positions
+        backwards = encoded.translate(SCREEN_FOLD)[::-1]
         last = size - 1
-        for pattern in REVERSED_SIGNS:
-            for match in pattern.finditer(backwards):
-                position = last - match.start()
-                if _REFERENCE.match(text, position + 1, size) is None:
-                    span = assignment_at(text, position, size)
-                    if span is not None:
-                        spans.append(span)
+        for match in REVERSED_SIGN.finditer(backwards):
+            position = last - match.start()
+            if REFERENCE_BYTES.match(encoded, position + 1, size) is None:
+                span = assignment_at(text, position, size)
+                if span is not None:
+                    spans.append(span)
         return spans
     for sign in "=:":
         position = text.find(sign)
@@ -498,6 +517,37 @@ def _token_check(check: str) -> Any:
 _TOKEN_REPLACE: Final = tuple(map(_token_check, _TOKEN_CHECKS))
 
 
+def _token_heads() -> dict[str, tuple[int, ...]]:
+    """The families a token starting with each three characters may belong to (every prefix has 3 or more)."""
+    heads: dict[str, tuple[int, ...]] = {}
+    for gate, family in _TOKEN_GATES:
+        known = heads.get(gate[:3], ())
+        if family not in known:
+            heads[gate[:3]] = (*known, family)
+    return heads
+
+
+_TOKEN_HEADS: Final = _token_heads()
+
+
+def token_at(text: str, position: int) -> bool:
+    """Whether the token rule replaces a token starting at ``position`` of ``text`` (one whole string).
+
+    Its family's pattern is matched there and its check asked, as the rule does: the batch screen's
+    confirmation of a token's head, exact (a string's start reads as its start, not as a neighbour's end).
+    """
+    for family in _TOKEN_HEADS.get(text[position : position + 3], ()):
+        found = _TOKENS[family][1].match(text, position)
+        if found is not None and _TOKEN_REPLACE[family](found) != found.group(0):
+            return True
+    return False
+
+
+def private_key_at(text: str, position: int) -> bool:
+    """Whether the private key rule replaces a block whose ``-----BEGIN `` is at ``position`` of ``text``."""
+    return _PRIVATE_KEY.match(text, position) is not None
+
+
 def has_key_word(lowered: str) -> bool:
     """Whether lower-cased text holds a word the assignment rule's names end with."""
     return any(word in lowered for word in _KEY_WORDS)
@@ -527,7 +577,12 @@ def _plain_rules(text: str, gated: bool) -> tuple[str, int]:
         text, found = _splice(text, _credential_urls(text))
         total += found
     # Which families' prefixes the text holds, in one pass over the prefixes (a replacement never makes one).
-    present = {family for gate, family in _TOKEN_GATES if gate in text} if gated else _ALL_FAMILIES
+    present = (
+        {family for gate, family in _SINGLE_GATES if gate in text}
+        | {family for gates, family in _SHARED_GATES if gates.search(text) is not None}
+        if gated
+        else _ALL_FAMILIES
+    )
     if present:
         for family, ((_gates, pattern), replace) in enumerate(zip(_TOKENS, _TOKEN_REPLACE, strict=True)):
             if family in present:
@@ -589,6 +644,22 @@ def base64_runs(raw: bytes) -> list[tuple[int, int]]:
     return runs
 
 
+def base64_run_text(blob: bytes) -> bool:
+    """Whether a base64 run (``blob``, as :func:`base64_runs` finds it) may decode to text: its bytes decode
+    as :func:`_decoded_base64` decodes them, and are UTF-8. Asked first of every run, and answered without
+    an exception for the common one that is binary (an image, a hash, a key's body)."""
+    if (len(blob) - blob.count(b"=")) % 4 == 1:
+        return False  # no base64 has that many characters
+    try:
+        decoded = binascii.a2b_base64(blob + b"=" * (-len(blob) % 4), strict_mode=True)
+    except binascii.Error:
+        return False
+    if decoded.isascii():
+        return True
+    # A U+FFFD in the replaced decoding marks bytes that are no UTF-8, unless the text holds it itself.
+    return "\ufffd" not in decoded.decode("utf-8", "replace") or b"\xef\xbf\xbd" in decoded
+
+
 def base64_blob_secret(blob: str) -> bool:
     """Whether a base64 run decodes to text in which the rules find a secret."""
     decoded = _decoded_base64(blob)
@@ -599,10 +670,11 @@ def _base64_blobs(text: str) -> tuple[str, int]:
     """``text`` with every base64 run that hides a secret replaced by the placeholder."""
     if len(text) < _BLOB_MIN:
         return text, 0
+    encoded = text.encode("ascii", "replace")
     spans = [
         (start, end, SECRET_PLACEHOLDER)
-        for start, end in base64_runs(text.encode("ascii", "replace"))
-        if base64_blob_secret(text[start:end])
+        for start, end in base64_runs(encoded)
+        if base64_run_text(encoded[start:end]) and base64_blob_secret(text[start:end])
     ]
     return _splice(text, spans)
 
@@ -678,6 +750,20 @@ def _escaped(text: str) -> tuple[str, int]:
         return text, 0
     redacted, found = _plain_rules(plain, True)
     return (redacted, found) if found else (text, 0)
+
+
+def json_inside(text: str) -> bool:
+    """Whether the rules read ``text`` (stripped) as a JSON text: one that may hide a secret and parses.
+
+    One that does not parse (a TOML lock file opens with ``[[``) is read for ``\\u`` escapes only.
+    """
+    if not is_json_text(text) or len(text) > _JSON_MAX_CHARS:
+        return False
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def is_json_text(text: str) -> bool:

@@ -23,23 +23,26 @@ from ds4_context_core._exceptions import PrivacyEnforcementError
 from ds4_context_core._privacy._rules import (
     _BASE64_MIN,
     _BASE64_WHOLE,
-    _BLOB_MIN,
     _HIDDEN,
-    _REFERENCE,
     CREDENTIAL_PLACEHOLDER,
     PRIVATE_KEY_PLACEHOLDER,
-    REVERSED_SIGNS,
+    REFERENCE_BYTES,
+    REVERSED_SIGN,
+    SCREEN_FOLD,
     SECRET_PLACEHOLDER,
     TOKEN_PLACEHOLDER,
     assignment_at,
     base64_blob_secret,
+    base64_run_text,
     base64_runs,
     bearer_at,
     credential_url_at,
-    is_json_text,
     is_secret_name,
+    json_inside,
     looks_like_secret_literal,
+    private_key_at,
     redact_text,
+    token_at,
 )
 
 PRIVACY_CLASSIFICATIONS: Final = ("normal", "internal", "sensitive", "local-only")
@@ -206,124 +209,189 @@ def _key_text(key: Any) -> str:
 # The batch screen. Every rule needs a few literal characters in a row (a sign after a secret's name,
 # the head of a token, "://", "bearer", "[ds4:"): the screen finds them in all content strings joined,
 # at C speed, confirms the few candidates with the rule's own test where that is cheap, and only strings
-# with a hit run the full rules. A confirmation only ever over-approximates its rule. What no anchor can
-# see (fullwidth or zero-width characters, base64, JSON escapes) is screened by :func:`_wrapped_strings`
-# and :func:`_base64_hits`. The same code runs in both builds: compiled by mypyc, the loop over the
+# with a hit run the full rules. A confirmation only ever over-approximates its rule (a token's or a
+# private key's is its rule's own match, on its string alone). What no anchor can see (fullwidth or
+# zero-width characters, base64, JSON escapes) is screened by :func:`_wrapped_strings` and
+# :func:`_base64_hits`. The same code runs in both builds: compiled by mypyc, the loop over the
 # candidates is native, and the searches are the same C calls either way.
 # The screen reads an ASCII copy of the joined text as bytes (every other character becomes
 # "?", so positions stay the same; no rule matches outside ASCII once text is normalised), which the
 # regex engine and ``bytes.find`` search at C speed. A rule anchored on a sign or a separator that ends a
-# word (the "=" after "api_key", the "_" after "ghp") is found in the reversed copy, where that character
+# word (the "=" after "api_key", the "_" after "ghp") is found in a reversed copy, where that character
 # comes first: a pattern that opens with one literal character is searched for with memchr, and only its
-# few matches are tried. Names and "bearer" are matched in a lower-cased copy, as the rules do (ASCII);
-# the signs after a secret's name by the assignment rule's own patterns (REVERSED_SIGNS, in _rules.py).
-# The heads are matched in the lowered reversed copy too (no second reversed copy of the text as it is):
-# every head is lower case, so a match counts only where the text holds it unfolded ("TASK-1" folds to
-# "task-1", which holds "sk-").
-_REVERSED_HEADS: Final = (
-    re.compile(rb"_(?:[pousr]hg|fh|mpn|buhtig|(?:evil|tset)_k[sr])"),  # ghp_, hf_, npm_, github_, sk_live_
-    re.compile(rb"-(?:ks|taplg|[abposr]xox)"),  # sk-, glpat-, xoxb-
+# few matches are tried. That copy is folded by SCREEN_FOLD (lower case, ":" as "=", "-" as "_"), so one
+# pass finds the signs after a secret's name (the assignment rule's own REVERSED_SIGN, in _rules.py) and
+# one the heads of every token that ends its prefix in "_" or "-"; each head is then matched as written
+# by its family's pattern (an upper-case "TASK-1" is no "sk-" head).
+# Every choice opens with its own literal, which the regex engine tests before it tries the choice.
+_REVERSED_HEADS: Final = re.compile(
+    rb"_(?:phg|ohg|uhg|shg|rhg|fh|mpn|buhtig|evil_k[sr]|tset_k[sr]|ks|taplg|axox|bxox|pxox|oxox|sxox|rxox)"
 )
-_FORWARD_HEADS: Final = (b"-----BEGIN ", b"eyJ")
+# Heads found from a rare byte of theirs with ``bytes.find`` of that one byte (memchr, many times faster
+# than a regex pass or a longer needle's search), then read around it: "J" of "eyJ" (JWTs), "G" of
+# "-----BEGIN " (private keys), the backslash of "\\u" (escapes) and the "[" of a tag.
+_PRIVATE_KEY_HEAD: Final = b"-----BEGIN "
+_PRIVATE_KEY_RARE: Final = _PRIVATE_KEY_HEAD.index(b"G")
+_JWT_HEAD: Final = b"eyJ"
+_JWT_RARE: Final = _JWT_HEAD.index(b"J")
 _AWS_GOOGLE_HEADS: Final = re.compile(rb"A(?:KIA|SIA|Iza)")  # one memchr pass for the three "A" heads
-# Literal needles the regex engine finds faster than ``bytes.find`` here: it scans for their rare first
-# byte, where ``bytes.find`` skips by their last one ("u", "/", "r": common in code).
-_URL_SEPARATOR: Final = re.compile(rb"://")
+# A literal needle the regex engine finds faster than ``bytes.find`` here: it scans for its first byte,
+# where ``bytes.find`` skips by its last one ("r": common in code).
 _BEARER_WORD: Final = re.compile(rb"bearer")
-_ESCAPE_HEAD: Final = re.compile(rb"\\u")
+_BLANKS: Final = frozenset((b" ", b"\t"))
 _MARKER_BYTES: Final = re.compile(_MARKER.pattern.encode("ascii"), _MARKER.flags & ~re.UNICODE)
+_TAG_SECOND: Final = frozenset((b"d", b"D", b"/"))
 
 
-def _bulk_hits(joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[int]:
+def _local(ends: list[int], index: int, position: int) -> int:
+    """``position`` of the joined text as a position in string ``index`` (see :func:`_flag_distinct`)."""
+    return position - ends[index - 1] - 1 if index else position
+
+
+def _token_hit(texts: list[str], ends: list[int], position: int) -> bool:
+    """Whether the token rule replaces a token at ``position`` of the joined text, on its string alone."""
+    index = bisect_right(ends, position)
+    return token_at(texts[index], _local(ends, index, position))
+
+
+def _bulk_hits(texts: list[str], joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[int]:
     """Positions in ``joined`` around which a rule may match, found by C-level searches (interpreted).
 
-    ``raw`` is ``joined.encode("ascii", "replace")``.
+    ``raw`` is ``joined.encode("ascii", "replace")``; ``joined`` holds the strings with a newline between
+    each two, and string ``i`` ends at ``ends[i]``.
     """
     if not redact:
         return [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
-    lowered = raw.lower()
-    # Every tag holds "ds4:" (any case): one fast search spares the "[" scan where there is none.
-    hits = [match.start() for match in _MARKER_BYTES.finditer(raw)] if b"ds4:" in lowered else []
-    lowered_backwards = lowered[::-1]
+    hits: list[int] = []
+    position = raw.find(b"[")
+    while position >= 0:
+        # A tag opens "[ds4:" or "[/ds4:" in any case: one look at the next byte spares most "[" the regex.
+        if raw[position + 1 : position + 2] in _TAG_SECOND and _MARKER_BYTES.match(raw, position) is not None:
+            hits.append(position)
+        position = raw.find(b"[", position + 1)
+    folded = raw.translate(SCREEN_FOLD)
+    backwards = folded[::-1]
     last = len(raw) - 1
-    # Each sign after a secret's name, then (in C, by maps) its string's end and whether what follows it
-    # is a reference; only the others are asked of assignment_at.
-    signs = [
-        last - match.start() for pattern in REVERSED_SIGNS for match in pattern.finditer(lowered_backwards)
-    ]
-    bounds = list(map(ends.__getitem__, map(bisect_right, repeat(ends), signs)))
-    references = map(_REFERENCE.match, repeat(joined), map(operator.add, signs, repeat(1)), bounds)
-    for position, bound in compress(zip(signs, bounds, strict=True), map(operator.not_, references)):
-        if assignment_at(joined, position, bound):
+    # Each sign after a secret's name, then (in C, by a map) whether what follows it is a reference; only
+    # the others are asked of assignment_at, up to the end of their string. A reference never reaches past
+    # its string's end: the newline there ends it as the end of the string does (_REFERENCE reads "\n"
+    # where it reads the end, and no part of it goes on over a newline).
+    signs = [last - match.start() for match in REVERSED_SIGN.finditer(backwards)]
+    references = map(REFERENCE_BYTES.match, repeat(raw), map(operator.add, signs, repeat(1)))
+    for position in compress(signs, map(operator.not_, references)):
+        if assignment_at(joined, position, ends[bisect_right(ends, position)]):
             hits.append(position)
-    for pattern in _REVERSED_HEADS:
-        for match in pattern.finditer(lowered_backwards):
-            start = last - match.end() + 1
-            end = last - match.start() + 1
-            if raw[start:end] == lowered[start:end]:  # as written, not folded
-                hits.append(end - 1)
-    for head in _FORWARD_HEADS:
-        position = raw.find(head)
-        while position >= 0:
+    for match in _REVERSED_HEADS.finditer(backwards):
+        start = last - match.end() + 1
+        if _token_hit(texts, ends, start):
+            hits.append(start)
+    position = raw.find(b"J", _JWT_RARE)
+    while position >= 0:
+        start = position - _JWT_RARE
+        if raw.startswith(_JWT_HEAD, start) and _token_hit(texts, ends, start):
+            hits.append(start)
+        position = raw.find(b"J", position + 1)
+    for match in _AWS_GOOGLE_HEADS.finditer(raw):
+        if _token_hit(texts, ends, match.start()):
+            hits.append(match.start())
+    position = raw.find(b"G", _PRIVATE_KEY_RARE)
+    while position >= 0:
+        start = position - _PRIVATE_KEY_RARE
+        if raw.startswith(_PRIVATE_KEY_HEAD, start):
+            index = bisect_right(ends, start)
+            if private_key_at(texts[index], _local(ends, index, start)):
+                hits.append(start)
+        position = raw.find(b"G", position + 1)
+    # A credential URL's "user:password@" holds no "/": its "://" is where the last "/" before an "@" is
+    # (both found by memchr, and "@" is rare).
+    at = raw.find(b"@")
+    while at >= 0:
+        slash = raw.rfind(b"/", 0, at)
+        position = slash - 2
+        if (
+            position >= 0
+            and raw.startswith(b"://", position)
+            and credential_url_at(joined, position, ends[bisect_right(ends, position)]) is not None
+        ):
             hits.append(position)
-            position = raw.find(head, position + 1)
-    hits.extend(match.start() for match in _AWS_GOOGLE_HEADS.finditer(raw))
-    for match in _URL_SEPARATOR.finditer(raw):
+        at = raw.find(b"@", at + 1)
+    for match in _BEARER_WORD.finditer(folded):  # "bearer" cannot overlap itself: none is skipped
         position = match.start()
-        if credential_url_at(joined, position, ends[bisect_right(ends, position)]) is not None:
-            hits.append(position)
-    for match in _BEARER_WORD.finditer(lowered):  # "bearer" cannot overlap itself: none is skipped
-        position = match.start()
-        if bearer_at(joined, position, ends[bisect_right(ends, position)]):
+        # The rule wants a space or tab right after the word: one look rules out the others.
+        if folded[position + 6 : position + 7] in _BLANKS and bearer_at(
+            joined, position, ends[bisect_right(ends, position)]
+        ):
             hits.append(position)
     return hits
 
 
 def _wrapped_strings(texts: list[str], joined: str, raw: bytes, ends: list[int]) -> set[int]:
     """Indices of the strings that may hide a secret from the anchors: normalisable characters, ``\\u``
-    escapes, a JSON text or a whole-string base64 value (each judged stripped, as the rules judge it).
-    Found with C-level searches over the joined text and maps over the strings, not one call a string."""
+    escapes, a JSON text that parses or a whole-string base64 value that decodes to a secret (each judged
+    stripped, as the rules judge it). Found with C-level searches over the joined text and maps over the
+    strings, not one call a string."""
     found: set[int] = set()
     if not joined.isascii():  # str.isascii is a flag CPython keeps: no scan
         others = compress(range(len(texts)), map(operator.not_, map(str.isascii, texts)))
         found.update(index for index in others if _HIDDEN.search(texts[index]) is not None)
     # One that spans two strings flags the first needlessly.
-    found.update(map(bisect_right, repeat(ends), [match.start() for match in _ESCAPE_HEAD.finditer(raw)]))
+    position = raw.find(b"\\")
+    while position >= 0:
+        if raw.startswith(b"\\u", position):
+            found.add(bisect_right(ends, position))
+        position = raw.find(b"\\", position + 1)
     stripped = list(map(str.strip, texts))  # the same object where nothing is stripped
     opens = map(str.startswith, stripped, repeat(("{", "[")))
-    found.update(index for index in compress(range(len(texts)), opens) if is_json_text(stripped[index]))
+    found.update(index for index in compress(range(len(texts)), opens) if json_inside(stripped[index]))
     long_words = compress(range(len(texts)), map(_BASE64_MIN.__le__, map(len, stripped)))
     found.update(
         index
         for index in long_words
-        if " " not in stripped[index] and _BASE64_WHOLE.fullmatch(stripped[index]) is not None
+        if " " not in stripped[index]
+        and _BASE64_WHOLE.fullmatch(stripped[index]) is not None
+        and base64_blob_secret(stripped[index])
     )
     return found
 
 
 def _base64_hits(joined: str, raw: bytes, ends: list[int]) -> list[int]:
-    """Indices of the strings holding a base64 run (within the string) that decodes to a secret."""
-    found: list[int] = []
-    for first, end in base64_runs(raw):
-        start = first
-        index = bisect_right(ends, start)
-        while start < end:  # a run that crosses into the next string is each string's own run
-            stop = min(end, ends[index])
-            if stop - start >= _BLOB_MIN and base64_blob_secret(joined[start:stop]):
-                found.append(index)
-            start = stop
-            index += 1
-    return found
+    """Indices of the strings holding a base64 run that decodes to a secret (a run ends with its string:
+    the newline after it is no base64)."""
+    return [
+        bisect_right(ends, start)
+        for start, end in base64_runs(raw)
+        if base64_run_text(raw[start:end]) and base64_blob_secret(joined[start:end])
+    ]
 
 
 def _flag_strings(texts: list[str], redact: bool) -> set[int]:
     """Indices of the strings in ``texts`` that the full rules must see; no other one can change.
 
-    The strings are searched concatenated. A confirmation may look across into a neighbour, which can
-    only flag a string needlessly, never miss one: every real match lies wholly inside its string.
+    Each distinct string is screened once (a coding payload repeats its short replies and the files it
+    reads), and a flagged one flags every copy.
     """
-    joined = "".join(texts)
-    ends = list(accumulate(map(len, texts)))  # string i spans ends[i - 1]:ends[i]
+    unique = list(dict.fromkeys(texts))
+    if len(unique) == len(texts):
+        return _flag_distinct(texts, redact)
+    flagged = _flag_distinct(unique, redact)
+    if not flagged:
+        return flagged
+    chosen = {unique[index] for index in flagged}
+    return set(compress(range(len(texts)), map(chosen.__contains__, texts)))
+
+
+def _flag_distinct(texts: list[str], redact: bool) -> set[int]:
+    """:func:`_flag_strings` of strings that are all different, searched joined by newlines.
+
+    A confirmation may look across into a neighbour, which can only flag a string needlessly, never miss
+    one: every real match lies wholly inside its string (and a token's or a private key's is matched on
+    its string alone, where a string's start is one).
+    """
+    # A newline between each two strings: no rule's match goes on over one, so no search sees a string run
+    # on into the next, and what follows a sign or a run ends where its string does. String i spans
+    # ends[i - 1] + 1:ends[i].
+    joined = "\n".join(texts)
+    ends = list(map(operator.add, accumulate(map(len, texts)), range(len(texts))))
     # An ASCII copy at the same positions (see _bulk_hits), for the searches that run on bytes.
     # Encoded one string at a time where any is not ASCII: an ASCII string's copy is a memcpy, and only the
     # few others go through the slow, character by character path ("?" for each other character).
@@ -332,9 +400,9 @@ def _flag_strings(texts: list[str], redact: bool) -> set[int]:
         raw = (
             joined.encode("ascii")
             if joined.isascii()
-            else b"".join(map(str.encode, texts, repeat("ascii"), repeat("replace")))
+            else b"\n".join(map(str.encode, texts, repeat("ascii"), repeat("replace")))
         )
-    hits = _bulk_hits(joined, raw, redact, ends)
+    hits = _bulk_hits(texts, joined, raw, redact, ends)
     wrapped: set[int] = set()
     if redact:
         wrapped = _wrapped_strings(texts, joined, raw, ends)
