@@ -16,7 +16,10 @@ from hypothesis import strategies as st
 from ds4_context_core import PrivacyEnforcementError
 from ds4_context_core._privacy import _walk as _privacy_walk
 from ds4_context_core._privacy._rules import (
+    _NORMALISE,
     _decoded_base64,
+    base64_blob_secret,
+    base64_run_may_hide,
     base64_run_text,
     is_secret_name,
     looks_like_secret_literal,
@@ -470,6 +473,57 @@ def test_a_base64_run_that_decodes_to_text_passes_the_quick_look(data: bytes, cu
     run = run[: max(0, len(run) - cut)] + b"=" * pad
     if _decoded_base64(run.decode("ascii")) is not None:
         assert base64_run_text(run)
+
+
+def _hex_bytes() -> tuple[set[int], set[int], set[int]]:
+    """The bytes a run of lower-case hex digits can decode to at each position of a group of three."""
+    digits = "0123456789abcdef"
+    first: set[int] = set()
+    second: set[int] = set()
+    third: set[int] = set()
+    for group in (a + b + c + d for a in digits for b in digits for c in digits for d in digits):
+        decoded = base64.b64decode(group)
+        first.add(decoded[0])
+        second.add(decoded[1])
+        third.add(decoded[2])
+    return first, second, third
+
+
+def test_no_run_of_hex_digits_can_spell_what_every_rule_needs() -> None:
+    # The screen and the rules skip runs of hex digits (base64_run_may_hide): every character they can
+    # decode to, in any alignment and after normalising (fullwidth forms read as ASCII, zero-width ones
+    # dropped), is derived here, and none is a character each rule's match needs: "-" (private keys,
+    # "sk-", Slack, GitLab), "/" (URLs), "A" (AWS and Google keys), "e"/"E" ("bearer", JWTs, Stripe,
+    # the names key, token, secret, credential), "h" (GitHub, Hugging Face), "p"/"P" (npm, password,
+    # passwd, pwd). Padding only drops bytes from the end, so it can add none.
+    positions = _hex_bytes()
+    reachable: set[str] = set()
+    for code in range(0x110000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        encoded = chr(code).encode("utf-8")
+        if any(
+            all(byte in positions[(start + offset) % 3] for offset, byte in enumerate(encoded))
+            for start in range(3)
+        ):
+            reachable.add(chr(code).translate(_NORMALISE))
+    needed = set("-/AeEhpP")
+    assert "i" in reachable  # the derivation finds what a hex run does decode to ("i" from "a...")
+    assert not needed & set("".join(reachable))
+
+
+@settings(max_examples=500, deadline=None)
+@given(run=st.text(alphabet="0123456789abcdef", min_size=24, max_size=120), pad=st.integers(0, 2))
+def test_a_run_of_hex_digits_is_skipped_and_never_hides_a_secret(run: str, pad: int) -> None:
+    blob = run + "=" * pad
+    assert not base64_run_may_hide(blob.encode("ascii"))
+    assert not base64_blob_secret(blob)
+
+
+def test_a_base64_run_with_a_secret_is_not_skipped() -> None:
+    blob = base64.b64encode(b"key sk-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6").decode("ascii")
+    assert base64_blob_secret(blob)
+    assert base64_run_may_hide(blob.encode("ascii"))
 
 
 # The secret rules run without the substring tests in front of them: the tests must never change a result.

@@ -476,6 +476,27 @@ def bearer_at(text: str, position: int, endpos: int) -> bool:
     return found is not None and _bearer(found) != found.group(0)
 
 
+def _bearers(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, replacement)`` of each token the bearer rule replaces, as ``_BEARER.sub`` finds them.
+
+    Its matches are tried only where an ASCII lower-cased copy (the same positions; the rule reads ASCII
+    case only) holds "bearer", left to right, each from where the last match ended: the regex engine's
+    case-blind search would try every character of a long text.
+    """
+    lowered = text.encode("ascii", "replace").lower()
+    spans: list[tuple[int, int, str]] = []
+    done = 0  # where the last match ended: sub goes on from there
+    position = lowered.find(b"bearer")
+    while position >= 0:
+        found = _BEARER.match(text, position) if position >= done else None
+        if found is not None:
+            done = found.end()
+            if _bearer(found) != found.group(0):
+                spans.append((found.start(3), found.end(3), TOKEN_PLACEHOLDER))
+        position = lowered.find(b"bearer", position + 1)
+    return spans
+
+
 def _splice(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, int]:
     """``text`` with each span replaced; a span inside one before it is left out."""
     if not spans:
@@ -588,8 +609,11 @@ def _plain_rules(text: str, gated: bool) -> tuple[str, int]:
             if family in present:
                 text, found = _changed(pattern, replace, text)
                 total += found
-    if not gated or "bearer" in text.lower():
+    if not gated:
         text, found = _changed(_BEARER, _bearer, text)
+        total += found
+    elif "bearer" in text.lower():
+        text, found = _splice(text, _bearers(text))
         total += found
     if not gated or (("=" in text or ":" in text) and has_key_word(text.lower())):
         text, found = _splice(text, _assignments(text, gated))
@@ -660,6 +684,20 @@ def base64_run_text(blob: bytes) -> bool:
     return "\ufffd" not in decoded.decode("utf-8", "replace") or b"\xef\xbf\xbd" in decoded
 
 
+# A run of lower-case hex digits (a digest, a commit id: half the runs of a coding payload) never decodes to
+# a secret: each character's value lies in 26-31 or 52-61, which leaves the bytes it decodes to unable to
+# spell "-", "/", "A", "e", "E", "h", "p" or "P" in any alignment (written as themselves, in fullwidth forms,
+# or around zero-width characters), and each rule's match needs one of them. core's
+# test_privacy_perf_contract.py derives that from every group of four hex digits.
+_HEX_RUN: Final = b"0123456789abcdef="
+
+
+def base64_run_may_hide(blob: bytes) -> bool:
+    """Whether a base64 run (as :func:`base64_runs` finds it) may decode to a secret: not hex digits
+    alone, and text by :func:`base64_run_text`. Asked of every run before it is decoded as text."""
+    return bool(blob.strip(_HEX_RUN)) and base64_run_text(blob)
+
+
 def base64_blob_secret(blob: str) -> bool:
     """Whether a base64 run decodes to text in which the rules find a secret."""
     decoded = _decoded_base64(blob)
@@ -674,7 +712,7 @@ def _base64_blobs(text: str) -> tuple[str, int]:
     spans = [
         (start, end, SECRET_PLACEHOLDER)
         for start, end in base64_runs(encoded)
-        if base64_run_text(encoded[start:end]) and base64_blob_secret(text[start:end])
+        if base64_run_may_hide(encoded[start:end]) and base64_blob_secret(text[start:end])
     ]
     return _splice(text, spans)
 
