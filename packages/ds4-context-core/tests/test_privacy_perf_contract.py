@@ -475,6 +475,18 @@ def test_a_base64_run_that_decodes_to_text_passes_the_quick_look(data: bytes, cu
         assert base64_run_text(run)
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    first=st.sampled_from("ghijklmnopqrstuv+/"),
+    rest=st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", max_size=60),
+)
+def test_a_run_whose_first_byte_starts_no_utf8_is_no_text(first: str, rest: str) -> None:
+    # The quick look rules these out by their first character; no such run decodes to text.
+    run = first + rest
+    assert _decoded_base64(run) is None
+    assert not base64_run_text(run.encode("ascii"))
+
+
 def _hex_bytes() -> tuple[set[int], set[int], set[int]]:
     """The bytes a run of lower-case hex digits can decode to at each position of a group of three."""
     digits = "0123456789abcdef"
