@@ -14,7 +14,7 @@ import operator
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
-from itertools import accumulate, compress, repeat
+from itertools import compress, repeat
 from typing import Any, Final
 
 import msgspec
@@ -25,8 +25,8 @@ from ds4_context_core._privacy._rules import (
     _BASE64_WHOLE,
     _HIDDEN,
     CREDENTIAL_PLACEHOLDER,
+    NO_REFERENCE_BYTES,
     PRIVATE_KEY_PLACEHOLDER,
-    REFERENCE_BYTES,
     REVERSED_SIGN,
     SCREEN_FOLD,
     SECRET_PLACEHOLDER,
@@ -242,7 +242,7 @@ _AWS_GOOGLE_HEADS: Final = re.compile(rb"A(?:KIA|SIA|Iza)")  # one memchr pass f
 _BEARER_WORD: Final = re.compile(rb"bearer")
 _BLANKS: Final = frozenset((b" ", b"\t"))
 _MARKER_BYTES: Final = re.compile(_MARKER.pattern.encode("ascii"), _MARKER.flags & ~re.UNICODE)
-_TAG_SECOND: Final = frozenset((b"d", b"D", b"/"))
+_TAG_SECOND: Final = frozenset(b"dD/")  # byte values
 
 
 def _local(ends: list[int], index: int, position: int) -> int:
@@ -268,7 +268,8 @@ def _bulk_hits(texts: list[str], joined: str, raw: bytes, redact: bool, ends: li
     position = raw.find(b"[")
     while position >= 0:
         # A tag opens "[ds4:" or "[/ds4:" in any case: one look at the next byte spares most "[" the regex.
-        if raw[position + 1 : position + 2] in _TAG_SECOND and _MARKER_BYTES.match(raw, position) is not None:
+        second = raw[position + 1] if position + 1 < len(raw) else 0
+        if second in _TAG_SECOND and _MARKER_BYTES.match(raw, position) is not None:
             hits.append(position)
         position = raw.find(b"[", position + 1)
     folded = raw.translate(SCREEN_FOLD)
@@ -279,8 +280,8 @@ def _bulk_hits(texts: list[str], joined: str, raw: bytes, redact: bool, ends: li
     # its string's end: the newline there ends it as the end of the string does (_REFERENCE reads "\n"
     # where it reads the end, and no part of it goes on over a newline).
     signs = [last - match.start() for match in REVERSED_SIGN.finditer(backwards)]
-    references = map(REFERENCE_BYTES.match, repeat(raw), map(operator.add, signs, repeat(1)))
-    for position in compress(signs, map(operator.not_, references)):
+    others = map(NO_REFERENCE_BYTES.match, repeat(raw), map(operator.add, signs, repeat(1)))
+    for position in compress(signs, others):
         if assignment_at(joined, position, ends[bisect_right(ends, position)]):
             hits.append(position)
     for match in _REVERSED_HEADS.finditer(backwards):
@@ -393,7 +394,12 @@ def _flag_distinct(texts: list[str], redact: bool) -> set[int]:
     # on into the next, and what follows a sign or a run ends where its string does. String i spans
     # ends[i - 1] + 1:ends[i].
     joined = "\n".join(texts)
-    ends = list(map(operator.add, accumulate(map(len, texts)), range(len(texts))))
+    # A plain loop: compiled, it is native arithmetic (a quarter of the time of the C iterators' chain).
+    ends: list[int] = []
+    end = -1
+    for text in texts:
+        end += len(text) + 1
+        ends.append(end)
     # An ASCII copy at the same positions (see _bulk_hits), for the searches that run on bytes.
     # Encoded one string at a time where any is not ASCII: an ASCII string's copy is a memcpy, and only the
     # few others go through the slow, character by character path ("?" for each other character).
