@@ -174,6 +174,13 @@ PRIVACY_SOURCE = "packages/ds4-context-core/src/ds4_context_core/_privacy.py"
 PRIVACY_ROOM = "packages/ds4-context-core/src/ds4_context_core/_privacy"
 
 
+def git_show(root: Path, spec: str) -> str:
+    """The text of ``revision:path`` in the repository at ``root`` (``git show``)."""
+    return subprocess.run(
+        ["git", "show", spec], cwd=root, capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+
+
 def load_baseline(revision: str) -> ModuleType | str:
     """The privacy module as it was at ``revision``, or why it could not be loaded.
 
@@ -185,27 +192,13 @@ def load_baseline(revision: str) -> ModuleType | str:
     sources: dict[str, str] = {}
     for module in (*INTERPRETED_MODULES, "_policy"):
         try:
-            sources[module] = subprocess.run(
-                ["git", "show", f"{revision}:{PRIVACY_ROOM}/{module}.py"],
-                cwd=root,
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=30,
-            ).stdout
+            sources[module] = git_show(root, f"{revision}:{PRIVACY_ROOM}/{module}.py")
         except (OSError, subprocess.SubprocessError):
             break
     else:
         return load_package_sources(sources, revision)
     try:
-        source = subprocess.run(
-            ["git", "show", f"{revision}:{PRIVACY_SOURCE}"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        ).stdout
+        source = git_show(root, f"{revision}:{PRIVACY_SOURCE}")
     except (OSError, subprocess.SubprocessError) as error:
         return f"baseline {revision} unavailable ({type(error).__name__})"
     spec = importlib.util.spec_from_loader("ds4_context_core._privacy_baseline", loader=None)
