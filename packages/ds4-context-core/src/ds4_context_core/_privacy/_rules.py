@@ -759,6 +759,21 @@ def _json_strings(value: Any, depth: int) -> tuple[Any, int]:
     return value, 0
 
 
+# What _json_value gives for a text the rules do not read as JSON (``None`` is a JSON value).
+_NOT_JSON: Final = object()
+
+
+def _json_value(stripped: str) -> Any:
+    """``stripped`` parsed, when the rules read it as a JSON text (:func:`is_json_text`, at most
+    ``_JSON_MAX_CHARS``, and it parses); else :data:`_NOT_JSON`."""
+    if not is_json_text(stripped) or len(stripped) > _JSON_MAX_CHARS:
+        return _NOT_JSON
+    try:
+        return json.loads(stripped)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
 def _inside(text: str) -> tuple[str, int]:
     """What base64 or JSON escapes hide: the whole string replaced, or re-encoded; else unchanged."""
     stripped = text.strip()
@@ -766,17 +781,13 @@ def _inside(text: str) -> tuple[str, int]:
         decoded = _decoded_base64(stripped)
         if decoded is not None and _plain_rules(_normalised(decoded), True)[1]:
             return SECRET_PLACEHOLDER, 1
-    if is_json_text(stripped) and len(stripped) <= _JSON_MAX_CHARS:
-        try:
-            decoded_json = json.loads(stripped)
-        except (ValueError, RecursionError):
-            decoded_json = None
-        else:
-            redacted, found = _json_strings(decoded_json, 0)
-            if found:
-                # Written without escapes, a value deeper than the walk went is plain text now: matched.
-                written, more = _plain_rules(json.dumps(redacted, ensure_ascii=False), True)
-                return written, found + more
+    decoded_json = _json_value(stripped)
+    if decoded_json is not _NOT_JSON:
+        redacted, found = _json_strings(decoded_json, 0)
+        if found:
+            # Written without escapes, a value deeper than the walk went is plain text now: matched.
+            written, more = _plain_rules(json.dumps(redacted, ensure_ascii=False), True)
+            return written, found + more
     return _escaped(text)
 
 
@@ -806,13 +817,7 @@ def json_inside(text: str) -> bool:
 
     One that does not parse (a TOML lock file opens with ``[[``) is read for ``\\u`` escapes only.
     """
-    if not is_json_text(text) or len(text) > _JSON_MAX_CHARS:
-        return False
-    try:
-        json.loads(text)
-    except (ValueError, RecursionError):
-        return False
-    return True
+    return _json_value(text) is not _NOT_JSON
 
 
 def is_json_text(text: str) -> bool:
