@@ -27,7 +27,7 @@ from ds4_context_core import (
     ToolResultBlock,
 )
 
-from ._reader import PiEntry, PiSession, PiSessionIssue, seen_by
+from ._reader import PiEntry, PiSession, PiSessionIssue, memo_mark, seen_by
 
 __all__ = [
     "BRANCH_SUMMARY_PREFIX",
@@ -370,8 +370,7 @@ def _reusable(session: PiSession) -> dict[str, CanonicalMessage] | None:
 
 
 def _remember(session: PiSession, pinned: frozenset[str], context: PiContext) -> None:
-    entries = session.entries
-    session.context_memo[_CONTEXT_KEY] = (len(entries), entries[-1] if entries else None, pinned, context)
+    session.context_memo[_CONTEXT_KEY] = (*memo_mark(session), pinned, context)
 
 
 def _extend(

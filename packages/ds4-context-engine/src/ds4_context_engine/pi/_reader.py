@@ -656,6 +656,12 @@ class PiSession:
         return tuple(entry.id for entry in self.entries if entry.id not in parents)
 
 
+def memo_mark(session: PiSession) -> tuple[int, PiEntry | None]:
+    """How many entries ``session`` holds and the last of them: what :func:`seen_by` checks a memo item by."""
+    entries = session.entries
+    return len(entries), entries[-1] if entries else None
+
+
 def seen_by(session: PiSession, count: int, last: PiEntry | None) -> bool:
     """Whether ``session`` starts with the ``count`` entries something in its memo was made from, the last
     of them ``last`` (``None`` for none).

@@ -14,7 +14,7 @@ import msgspec
 
 from ds4_context_core.tokens import read_reported_input
 
-from ._reader import PiEntry, PiSession, seen_by
+from ._reader import PiEntry, PiSession, memo_mark, seen_by
 
 __all__ = ["PiReportedUsage", "pi_reported_usage", "pi_reported_usages"]
 
@@ -77,5 +77,5 @@ def pi_reported_usages(session: PiSession) -> tuple[PiReportedUsage, ...]:
         if entry.type == "message" and (usage := pi_reported_usage(entry)) is not None
     )
     usages = found + fresh
-    memo["usages"] = (len(entries), entries[-1] if entries else None, usages)
+    memo["usages"] = (*memo_mark(session), usages)
     return usages
