@@ -36,7 +36,7 @@ PACKAGE = "ds4_context_core"
 # of giving the fallback plan the planner promises. Its Protocol classes (``_planner/_pruning.py``) stay
 # interpreted too: mypyc cannot compile a runtime-checkable Protocol.
 COMPILED = {
-    "_privacy._walk": ("_privacy/_walk.py", "_privacy/_rules.py"),
+    "_privacy._walk": ("_privacy/_walk.py", "_privacy/_rules.py", "_privacy/_scan.py"),
     "_planner._native": ("_planner/_index.py", "_planner/_budget.py"),
 }
 SETUP = """\

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ds4_context_core import PrivacyEnforcementError
+from ds4_context_core._privacy import _scan as _privacy_scan
 from ds4_context_core._privacy import _walk as _privacy_walk
 from ds4_context_core._privacy._rules import (
     _NORMALISE,
@@ -536,6 +537,68 @@ def test_a_base64_run_with_a_secret_is_not_skipped() -> None:
     blob = base64.b64encode(b"key sk-proj-Zq81mWx0aLp2Kd7Tr4Nv9Bc6").decode("ascii")
     assert base64_blob_secret(blob)
     assert base64_run_may_hide(blob.encode("ascii"))
+
+
+# The two ways of finding the screen's candidates (_scan.py): the compiled wheel uses the one pass over the
+# bytes, the pure one the C-level searches; each must find what the other does, on any bytes.
+CANDIDATE_KINDS = (
+    "tags",
+    "signs",
+    "heads",
+    "jwts",
+    "aws",
+    "private_keys",
+    "urls",
+    "bearers",
+    "escapes",
+    "runs",
+)
+# Runs of base64 characters just under, at and over the shortest the scan reports, and their padding.
+RUN_EDGES = st.sampled_from(["=", "==", "===", "+/", "Q" * 23, "Q" * 24, "q" * 25])
+SCANNED = st.one_of(
+    st.lists(st.one_of(FRAGMENTS, RUN_EDGES, st.text(max_size=6)), max_size=24)
+    .map("".join)
+    .map(lambda text: text.encode("ascii", "replace")),
+    st.binary(max_size=64),
+)
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=SCANNED)
+def test_the_scan_finds_the_candidates_the_searches_find(raw: bytes) -> None:
+    by_search = _privacy_scan.candidates_by_search(raw)
+    by_scan = _privacy_scan.candidates_by_scan(raw)
+    for kind in CANDIDATE_KINDS:
+        assert set(getattr(by_scan, kind)) == set(getattr(by_search, kind)), kind
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind", "expected"),
+    [
+        (b"x = API-KEY ' :hunter", "signs", [14]),
+        (b'"client_secret"\t=', "signs", [16]),
+        (b"sk_live_abc SK-1 task_", "heads", [0, 12, 19]),
+        (b"ASIASIA AIza AKI", "aws", [0, 3, 8]),
+        (b"eyJ aeyJ eyj", "jwts", [0, 5]),
+        (b"-----BEGIN -----BEGIN", "private_keys", [0]),
+        (b"a://u:p@h@ x/y@", "urls", [1]),
+        (b"Bearer\tx bearer bEARER bearer", "bearers", [0, 9, 16]),
+        (b"[ds4:x] [DS4:internal] [/ds4:a] [x [ds4:]", "tags", [0, 8, 23]),
+        (b"\\u \\x \\u", "escapes", [0, 6]),
+        (b"A" * 24 + b"== " + b"b" * 23 + b" " + b"c" * 30, "runs", [(0, 26), (51, 81)]),
+    ],
+)
+def test_each_anchor_is_found_where_it_is(raw: bytes, kind: str, expected: list[object]) -> None:
+    # As sets: a candidate may be found twice (the "_" inside "sk_live_" names the same head's start).
+    assert sorted(set(getattr(_privacy_scan.candidates_by_scan(raw), kind))) == expected
+    assert sorted(set(getattr(_privacy_scan.candidates_by_search(raw), kind))) == expected
+
+
+def test_the_compiled_wheel_scans_and_the_pure_one_searches() -> None:
+    compiled = not str(_privacy_scan.__file__).endswith(".py")
+    assert _privacy_scan.COMPILED is compiled
+    expected = _privacy_scan.candidates_by_scan if compiled else _privacy_scan.candidates_by_search
+    assert _privacy_scan.find_candidates is expected
 
 
 # The secret rules run without the substring tests in front of them: the tests must never change a result.

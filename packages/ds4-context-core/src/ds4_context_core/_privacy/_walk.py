@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import operator
-import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from itertools import compress, repeat
@@ -27,14 +26,11 @@ from ds4_context_core._privacy._rules import (
     CREDENTIAL_PLACEHOLDER,
     NO_REFERENCE_BYTES,
     PRIVATE_KEY_PLACEHOLDER,
-    REVERSED_SIGN,
-    SCREEN_FOLD,
     SECRET_PLACEHOLDER,
     TOKEN_PLACEHOLDER,
     assignment_at,
     base64_blob_secret,
     base64_run_may_hide,
-    base64_runs,
     bearer_at,
     credential_url_at,
     is_secret_name,
@@ -44,6 +40,7 @@ from ds4_context_core._privacy._rules import (
     redact_text,
     token_at,
 )
+from ds4_context_core._privacy._scan import MARKER, Candidates, find_candidates
 
 PRIVACY_CLASSIFICATIONS: Final = ("normal", "internal", "sensitive", "local-only")
 PRIVACY_CONTENT_KEYS: Final = (
@@ -94,10 +91,7 @@ _KEY_KIND: Final[dict[str, bool]] = {
 }
 _CLEAN_KEY: Final = 2  # in a walk's own copy of _KEY_KIND: inherits, and sanitizing leaves it as it is
 
-# The literal "[" prefix lets the regex engine skip quickly to candidate positions.
-# A tag naming an unknown level (a typo such as ``[ds4:private]``) is still a tag, and is treated as
-# ``local-only``: whoever wrote it meant to protect something.
-_MARKER: Final = re.compile(r"\[(/?)ds4:([a-z0-9_-]{1,32})\]", re.IGNORECASE | re.ASCII)
+_MARKER: Final = MARKER  # a privacy tag (see _scan.py)
 _UNKNOWN_LEVEL_RANK: Final = len(PRIVACY_CLASSIFICATIONS) - 1
 
 
@@ -207,42 +201,15 @@ def _key_text(key: Any) -> str:
 
 
 # The batch screen. Every rule needs a few literal characters in a row (a sign after a secret's name,
-# the head of a token, "://", "bearer", "[ds4:"): the screen finds them in all content strings joined,
-# at C speed, confirms the few candidates with the rule's own test where that is cheap, and only strings
-# with a hit run the full rules. A confirmation only ever over-approximates its rule (a token's or a
-# private key's is its rule's own match, on its string alone). What no anchor can see (fullwidth or
-# zero-width characters, base64, JSON escapes) is screened by :func:`_wrapped_strings` and
-# :func:`_base64_hits`. The same code runs in both builds: compiled by mypyc, the loop over the
-# candidates is native, and the searches are the same C calls either way.
-# The screen reads an ASCII copy of the joined text as bytes (every other character becomes
-# "?", so positions stay the same; no rule matches outside ASCII once text is normalised), which the
-# regex engine and ``bytes.find`` search at C speed. A rule anchored on a sign or a separator that ends a
-# word (the "=" after "api_key", the "_" after "ghp") is found in a reversed copy, where that character
-# comes first: a pattern that opens with one literal character is searched for with memchr, and only its
-# few matches are tried. That copy is folded by SCREEN_FOLD (lower case, ":" as "=", "-" as "_"), so one
-# pass finds the signs after a secret's name (the assignment rule's own REVERSED_SIGN, in _rules.py) and
-# one the heads of every token that ends its prefix in "_" or "-"; each head is then matched as written
-# by its family's pattern (an upper-case "TASK-1" is no "sk-" head).
-# Every choice opens with its own literal, which the regex engine tests before it tries the choice; the
-# choices are grouped by that letter (11 tests at each "_" instead of 18, an eighth off the pass).
-_REVERSED_HEADS: Final = re.compile(
-    rb"_(?:p(?:hg|xox)|o(?:hg|xox)|uhg|s(?:hg|xox)|r(?:hg|xox)|fh|mpn|b(?:uhtig|xox)|evil_k[sr]"
-    rb"|t(?:set_k[sr]|aplg)|ks|axox)"
-)
-# Heads found from a rare byte of theirs with ``bytes.find`` of that one byte (memchr, many times faster
-# than a regex pass or a longer needle's search), then read around it: "J" of "eyJ" (JWTs), "G" of
-# "-----BEGIN " (private keys), the backslash of "\\u" (escapes) and the "[" of a tag.
-_PRIVATE_KEY_HEAD: Final = b"-----BEGIN "
-_PRIVATE_KEY_RARE: Final = _PRIVATE_KEY_HEAD.index(b"G")
-_JWT_HEAD: Final = b"eyJ"
-_JWT_RARE: Final = _JWT_HEAD.index(b"J")
-_AWS_GOOGLE_HEADS: Final = re.compile(rb"A(?:KIA|SIA|Iza)")  # one memchr pass for the three "A" heads
-# A literal needle the regex engine finds faster than ``bytes.find`` here: it scans for its first byte,
-# where ``bytes.find`` skips by its last one ("r": common in code).
-_BEARER_WORD: Final = re.compile(rb"bearer")
-_BLANKS: Final = frozenset((b" ", b"\t"))
-_MARKER_BYTES: Final = re.compile(_MARKER.pattern.encode("ascii"), _MARKER.flags & ~re.UNICODE)
-_TAG_SECOND: Final = frozenset(b"dD/")  # byte values
+# the head of a token, "://", "bearer", "[ds4:"): the screen finds them in all content strings joined
+# (_scan.py: by C-level searches interpreted, by one native pass over the bytes compiled), confirms the
+# few candidates with the rule's own test where that is cheap, and only strings with a hit run the full
+# rules. A confirmation only ever over-approximates its rule (a token's or a private key's is its rule's
+# own match, on its string alone). What no anchor can see (fullwidth or zero-width characters, base64,
+# JSON escapes) is screened by :func:`_wrapped_strings` and :func:`_base64_hits`.
+# The screen reads an ASCII copy of the joined text as bytes (every other character becomes "?", so
+# positions stay the same; no rule matches outside ASCII once text is normalised). Each token head is
+# matched as written by its family's pattern (an upper-case "TASK-1" is no "sk-" head).
 
 
 def _local(ends: list[int], index: int, position: int) -> int:
@@ -256,113 +223,77 @@ def _token_hit(texts: list[str], ends: list[int], position: int) -> bool:
     return token_at(texts[index], _local(ends, index, position))
 
 
-def _bulk_hits(texts: list[str], joined: str, raw: bytes, redact: bool, ends: list[int]) -> list[int]:
-    """Positions in ``joined`` around which a rule may match, found by C-level searches (interpreted).
+def _bulk_hits(texts: list[str], joined: str, raw: bytes, found: Candidates, ends: list[int]) -> list[int]:
+    """Positions in ``joined`` around which a rule may match: the candidates ``found`` in ``raw``
+    (``joined.encode("ascii", "replace")``) that pass their rule's cheap test.
 
-    ``raw`` is ``joined.encode("ascii", "replace")``; ``joined`` holds the strings with a newline between
-    each two, and string ``i`` ends at ``ends[i]``.
+    ``joined`` holds the strings with a newline between each two, and string ``i`` ends at ``ends[i]``.
     """
-    if not redact:
-        return [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
-    hits: list[int] = []
-    position = raw.find(b"[")
-    while position >= 0:
-        # A tag opens "[ds4:" or "[/ds4:" in any case: one look at the next byte spares most "[" the regex.
-        second = raw[position + 1] if position + 1 < len(raw) else 0
-        if second in _TAG_SECOND and _MARKER_BYTES.match(raw, position) is not None:
-            hits.append(position)
-        position = raw.find(b"[", position + 1)
-    folded = raw.translate(SCREEN_FOLD)
-    backwards = folded[::-1]
-    last = len(raw) - 1
-    # Each sign after a secret's name, then (in C, by a map) whether what follows it is a reference; only
+    hits = list(found.tags)
+    # After each sign after a secret's name, (in C, by a map) whether what follows it is a reference; only
     # the others are asked of assignment_at, up to the end of their string. A reference never reaches past
     # its string's end: the newline there ends it as the end of the string does (_REFERENCE reads "\n"
     # where it reads the end, and no part of it goes on over a newline).
-    signs = [last - match.start() for match in REVERSED_SIGN.finditer(backwards)]
+    signs = found.signs
     others = map(NO_REFERENCE_BYTES.match, repeat(raw), map(operator.add, signs, repeat(1)))
     for position in compress(signs, others):
         if assignment_at(joined, position, ends[bisect_right(ends, position)]):
             hits.append(position)
-    for match in _REVERSED_HEADS.finditer(backwards):
-        start = last - match.end() + 1
+    for start in found.heads:
         if _token_hit(texts, ends, start):
             hits.append(start)
-    position = raw.find(b"J", _JWT_RARE)
-    while position >= 0:
-        start = position - _JWT_RARE
-        if raw.startswith(_JWT_HEAD, start) and _token_hit(texts, ends, start):
+    for start in found.jwts:
+        if _token_hit(texts, ends, start):
             hits.append(start)
-        position = raw.find(b"J", position + 1)
-    for match in _AWS_GOOGLE_HEADS.finditer(raw):
-        if _token_hit(texts, ends, match.start()):
-            hits.append(match.start())
-    position = raw.find(b"G", _PRIVATE_KEY_RARE)
-    while position >= 0:
-        start = position - _PRIVATE_KEY_RARE
-        if raw.startswith(_PRIVATE_KEY_HEAD, start):
-            index = bisect_right(ends, start)
-            if private_key_at(texts[index], _local(ends, index, start)):
-                hits.append(start)
-        position = raw.find(b"G", position + 1)
-    # A credential URL's "user:password@" holds no "/": its "://" is where the last "/" before an "@" is
-    # (both found by memchr, and "@" is rare).
-    at = raw.find(b"@")
-    while at >= 0:
-        slash = raw.rfind(b"/", 0, at)
-        position = slash - 2
-        if (
-            position >= 0
-            and raw.startswith(b"://", position)
-            and credential_url_at(joined, position, ends[bisect_right(ends, position)]) is not None
-        ):
+    for start in found.aws:
+        if _token_hit(texts, ends, start):
+            hits.append(start)
+    for start in found.private_keys:
+        index = bisect_right(ends, start)
+        if private_key_at(texts[index], _local(ends, index, start)):
+            hits.append(start)
+    for position in found.urls:
+        if credential_url_at(joined, position, ends[bisect_right(ends, position)]) is not None:
             hits.append(position)
-        at = raw.find(b"@", at + 1)
-    for match in _BEARER_WORD.finditer(folded):  # "bearer" cannot overlap itself: none is skipped
-        position = match.start()
-        # The rule wants a space or tab right after the word: one look rules out the others.
-        if folded[position + 6 : position + 7] in _BLANKS and bearer_at(
-            joined, position, ends[bisect_right(ends, position)]
-        ):
+    for position in found.bearers:
+        if bearer_at(joined, position, ends[bisect_right(ends, position)]):
             hits.append(position)
     return hits
 
 
-def _wrapped_strings(texts: list[str], joined: str, raw: bytes, ends: list[int]) -> set[int]:
+def _wrapped_strings(texts: list[str], joined: str, found: Candidates, ends: list[int]) -> set[int]:
     """Indices of the strings that may hide a secret from the anchors: normalisable characters, ``\\u``
     escapes, a JSON text that parses or a whole-string base64 value that decodes to a secret (each judged
     stripped, as the rules judge it). Found with C-level searches over the joined text and maps over the
     strings, not one call a string."""
-    found: set[int] = set()
+    found_strings: set[int] = set()
     if not joined.isascii():  # str.isascii is a flag CPython keeps: no scan
         others = compress(range(len(texts)), map(operator.not_, map(str.isascii, texts)))
-        found.update(index for index in others if _HIDDEN.search(texts[index]) is not None)
+        found_strings.update(index for index in others if _HIDDEN.search(texts[index]) is not None)
     # One that spans two strings flags the first needlessly.
-    position = raw.find(b"\\")
-    while position >= 0:
-        if raw.startswith(b"\\u", position):
-            found.add(bisect_right(ends, position))
-        position = raw.find(b"\\", position + 1)
+    found_strings.update(map(bisect_right, repeat(ends), found.escapes))
     stripped = list(map(str.strip, texts))  # the same object where nothing is stripped
     opens = map(str.startswith, stripped, repeat(("{", "[")))
-    found.update(index for index in compress(range(len(texts)), opens) if json_inside(stripped[index]))
+    found_strings.update(
+        index for index in compress(range(len(texts)), opens) if json_inside(stripped[index])
+    )
     long_words = compress(range(len(texts)), map(_BASE64_MIN.__le__, map(len, stripped)))
-    found.update(
+    found_strings.update(
         index
         for index in long_words
         if " " not in stripped[index]
         and _BASE64_WHOLE.fullmatch(stripped[index]) is not None
         and base64_blob_secret(stripped[index])
     )
-    return found
+    return found_strings
 
 
-def _base64_hits(joined: str, raw: bytes, ends: list[int]) -> list[int]:
+def _base64_hits(joined: str, raw: bytes, found: Candidates, ends: list[int]) -> list[int]:
     """Indices of the strings holding a base64 run that decodes to a secret (a run ends with its string:
     the newline after it is no base64)."""
     return [
         bisect_right(ends, start)
-        for start, end in base64_runs(raw)
+        for start, end in found.runs
         if base64_run_may_hide(raw[start:end]) and base64_blob_secret(joined[start:end])
     ]
 
@@ -400,21 +331,21 @@ def _flag_distinct(texts: list[str], redact: bool) -> set[int]:
     for text in texts:
         end += len(text) + 1
         ends.append(end)
-    # An ASCII copy at the same positions (see _bulk_hits), for the searches that run on bytes.
+    # An ASCII copy at the same positions (see the screen's comment), for the searches that run on bytes.
     # Encoded one string at a time where any is not ASCII: an ASCII string's copy is a memcpy, and only the
     # few others go through the slow, character by character path ("?" for each other character).
-    raw = b""
-    if redact:
-        raw = (
-            joined.encode("ascii")
-            if joined.isascii()
-            else b"\n".join(map(str.encode, texts, repeat("ascii"), repeat("replace")))
-        )
-    hits = _bulk_hits(texts, joined, raw, redact, ends)
-    wrapped: set[int] = set()
-    if redact:
-        wrapped = _wrapped_strings(texts, joined, raw, ends)
-        wrapped.update(_base64_hits(joined, raw, ends))
+    if not redact:
+        tags = [match.start() for match in _MARKER.finditer(joined)] if "[" in joined else []
+        return set(map(bisect_right, repeat(ends), tags))
+    raw = (
+        joined.encode("ascii")
+        if joined.isascii()
+        else b"\n".join(map(str.encode, texts, repeat("ascii"), repeat("replace")))
+    )
+    found = find_candidates(raw)
+    hits = _bulk_hits(texts, joined, raw, found, ends)
+    wrapped = _wrapped_strings(texts, joined, found, ends)
+    wrapped.update(_base64_hits(joined, raw, found, ends))
     if not hits:
         return wrapped
     return set(map(bisect_right, repeat(ends), hits)) | wrapped
