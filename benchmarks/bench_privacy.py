@@ -11,9 +11,9 @@ Contenders, measured in one process on the same payload, in turns of ten calls i
   from beside the extension module, so pure and compiled are measured in one run;
 * the same function as it was at git revision ``REV`` (default: the last one before the copy-on-write
   traversal and the memchr batch screen), loaded from ``git show`` so no copy of old code lives here
-  (interpreted; for a revision of the ``_privacy`` package, its ``_rules``, ``_walk``, ``_cache`` and
-  ``_policy`` modules); skipped with a note when git or the revision is unavailable. A revision named
-  with ``--baseline`` is measured on the real-shaped payload (below) too;
+  (interpreted; for a revision of the ``_privacy`` package, its ``_rules``, ``_scan``, ``_walk``,
+  ``_cache`` and ``_policy`` modules); skipped with a note when git or the revision is unavailable. A
+  revision named with ``--baseline`` is measured on the real-shaped payload (below) too;
 * naive stdlib peer: ``json`` round-trip copy, then every string of the copy run through each secret
   ``re`` pattern and a marker ``re`` one by one (what a host writes when it "just redacts");
 * ``copy.deepcopy``: a floor for "copy the payload and do nothing else".
@@ -185,7 +185,8 @@ def load_baseline(revision: str) -> ModuleType | str:
     """The privacy module as it was at ``revision``, or why it could not be loaded.
 
     A revision since privacy became the ``_privacy`` package gives its ``_policy`` module, run on that
-    revision's ``_rules``, ``_walk`` and ``_cache`` (interpreted, as :func:`load_interpreted` loads today's);
+    revision's ``_rules``, ``_scan`` (where it has one), ``_walk`` and ``_cache`` (interpreted, as
+    :func:`load_interpreted` loads today's);
     an older one its single ``_privacy.py``.
     """
     root = Path(__file__).resolve().parent.parent
@@ -194,6 +195,8 @@ def load_baseline(revision: str) -> ModuleType | str:
         try:
             sources[module] = git_show(root, f"{revision}:{PRIVACY_ROOM}/{module}.py")
         except (OSError, subprocess.SubprocessError):
+            if module in LATER_MODULES:
+                continue  # the revision predates it: its screen searched without it
             break
     else:
         return load_package_sources(sources, revision)
@@ -217,10 +220,11 @@ def load_baseline(revision: str) -> ModuleType | str:
 
 def load_package_sources(sources: dict[str, str], revision: str) -> ModuleType:
     """``_policy`` executed from ``sources`` (module name -> source), its siblings from ``sources`` too."""
-    names = [f"ds4_context_core._privacy.{module}" for module in INTERPRETED_MODULES]
+    modules = [module for module in INTERPRETED_MODULES if module in sources]
+    names = [f"ds4_context_core._privacy.{module}" for module in modules]
     saved = {name: sys.modules[name] for name in names}
     try:
-        for module, name in zip(INTERPRETED_MODULES, names, strict=True):
+        for module, name in zip(modules, names, strict=True):
             sys.modules[name] = exec_source(name, sources[module], f"{revision}:{PRIVACY_ROOM}/{module}.py")
         return exec_source(
             "ds4_context_core._privacy._policy", sources["_policy"], f"{revision}:{PRIVACY_ROOM}/_policy.py"
@@ -255,11 +259,13 @@ def load_source(name: str, path: Path) -> ModuleType:
     return module
 
 
-INTERPRETED_MODULES = ("_rules", "_walk", "_cache")  # in import order: each imports those before it
+INTERPRETED_MODULES = ("_rules", "_scan", "_walk", "_cache")  # in import order: each imports those before it
+LATER_MODULES = frozenset(("_scan",))  # modules a ``--baseline`` revision may predate
 
 
 def load_interpreted() -> ModuleType:
-    """``ds4_context_core._privacy._policy`` run on the interpreted ``_rules.py`` and ``_walk.py`` beside it.
+    """``ds4_context_core._privacy._policy`` run on the interpreted ``_rules.py``, ``_scan.py``, ``_walk.py``
+    and ``_cache.py`` beside it.
 
     Every module is loaded from its ``.py`` file into a fresh module object; the imports between them are
     pointed at the interpreted ones for the time of loading only.
