@@ -5,8 +5,9 @@ even loaded. ``HATCH_BUILD_HOOK_ENABLE_CUSTOM=true`` turns it on for a wheel bui
 build frontend for this hook's ``dependencies`` (``pyproject.toml``: mypy, setuptools and core's own
 runtime dependencies, which mypy needs to type-check), so an isolated build installs them by itself.
 
-Two groups of modules are compiled (:data:`COMPILED`): the privacy hot path (``_privacy/_walk.py`` and
-its secret rules, ``_privacy/_rules.py``) and the planner's history index and budget. The whole package
+Two groups of modules are compiled (:data:`COMPILED`): the privacy hot path (``_privacy/_walk.py``, its
+secret rules, ``_privacy/_rules.py``, and the screen's byte scan, ``_privacy/_scan.py``) and the planner's
+history index and budget. The whole package
 source is copied to a temporary directory for mypy to type-check; nothing is written into the source
 tree. Each group becomes one extension module plus its shared library, both inside the package (no
 top-level module in the wheel),

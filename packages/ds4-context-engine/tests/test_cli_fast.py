@@ -30,6 +30,7 @@ HEAVY = ("typer", "click", "pydantic", "rich", "httpx", "sqlite3", "psycopg")
 # factory (temporary files) and the summary call's timeout (anyio)
 PLAN_UNUSED = (
     "ds4_context_core._privacy._rules",
+    "ds4_context_core._privacy._scan",
     "ds4_context_core._privacy._walk",
     "ds4_context_core.adapter",
     "ds4_context_engine.pi._adapter",

@@ -18,8 +18,9 @@ Any exception while sanitizing becomes :class:`PrivacyEnforcementError`; the cal
 its transport. Traversal is one recursive pass over the payload, linear in its size: it builds new
 containers (none is shared with the caller's payload) and keeps the caller's own string objects where
 nothing changes. Content strings are then screened in one batch, and only the few the screen flags run
-the full marker and secret rules. That hot path lives in ``_privacy/_walk.py`` (compiled by mypyc in the
-compiled wheel, the default on Linux x86_64); this module holds the public API around it.
+the full marker and secret rules. That hot path lives in ``_privacy/_walk.py`` and ``_privacy/_scan.py``
+(compiled by mypyc in the compiled wheel, the default on Linux x86_64); this module holds the public API
+around it.
 """
 
 from __future__ import annotations

@@ -389,7 +389,7 @@ NO_REFERENCE_BYTES: Final = re.compile(b"(?!" + REFERENCE_BYTES.pattern + b")")
 # there, so the regex engine skips from one sign to the next in C): each sign that follows a secret's name
 # (an optional quote and spaces between), as assignment_at reads it. The copy is folded by SCREEN_FOLD:
 # lower case, ":" read as "=" and "-" as "_", so one pass finds both signs (and the batch screen in
-# _walk.py finds the heads of "_" and "-" tokens in one pass too). The batch screen uses the same pattern
+# _scan.py finds the heads of "_" and "-" tokens in one pass too). The batch screen uses the same pattern
 # on all strings joined.
 SCREEN_FOLD: Final = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ:-", b"abcdefghijklmnopqrstuvwxyz=_")
 # Every choice opens with its own literal, which the regex engine tests before it tries the choice.
