@@ -594,6 +594,22 @@ def test_each_anchor_is_found_where_it_is(raw: bytes, kind: str, expected: list[
     assert sorted(set(getattr(_privacy_scan.candidates_by_search(raw), kind))) == expected
 
 
+@pytest.mark.parametrize("name", _privacy_scan.SECRET_NAMES)
+def test_every_secret_name_before_a_sign_is_found_both_ways(name: bytes) -> None:
+    for raw in (name + b"=", name.upper().replace(b"_", b"-") + b" ':", b"x." + name + b'"\\\t='):
+        sign = len(raw) - 1
+        assert _privacy_scan.candidates_by_scan(raw).signs == [sign]
+        assert _privacy_scan.candidates_by_search(raw).signs == [sign]
+
+
+@pytest.mark.parametrize("head", _privacy_scan.TOKEN_HEADS)
+def test_every_token_head_is_found_both_ways(head: bytes) -> None:
+    for raw in (head + b"_", b"(" + head.upper().replace(b"_", b"-") + b"-"):
+        start = 0 if raw.startswith(head) else 1
+        assert set(_privacy_scan.candidates_by_scan(raw).heads) == {start}
+        assert set(_privacy_scan.candidates_by_search(raw).heads) == {start}
+
+
 def test_the_compiled_wheel_scans_and_the_pure_one_searches() -> None:
     compiled = not str(_privacy_scan.__file__).endswith(".py")
     assert _privacy_scan.COMPILED is compiled
