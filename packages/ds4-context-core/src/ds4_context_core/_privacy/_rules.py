@@ -664,12 +664,17 @@ def base64_runs(raw: bytes) -> list[tuple[int, int]]:
         end = mapped.find(b" ", start + _BLOB_MIN)
         if end < 0:
             end = len(mapped)
-        stop = end
-        while stop < len(raw) and stop - end < 2 and raw[stop] == 61:  # "=" padding
-            stop += 1
-        runs.append((start, stop))
+        runs.append((start, base64_padded_end(raw, end)))
         start = mapped.find(_BLOB_RUN, end)
     return runs
+
+
+def base64_padded_end(raw: bytes, end: int) -> int:
+    """Where a base64 run of ``raw`` that ends at ``end`` ends with its "=" padding (up to two)."""
+    stop = end
+    while stop < len(raw) and stop - end < 2 and raw[stop] == 61:
+        stop += 1
+    return stop
 
 
 # The first characters whose value (32 to 47, 62, 63) makes the first byte decoded 0x80 to 0xBF (a

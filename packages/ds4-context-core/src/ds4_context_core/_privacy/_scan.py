@@ -20,7 +20,14 @@ from collections.abc import Callable
 from types import FunctionType
 from typing import TYPE_CHECKING, Final
 
-from ds4_context_core._privacy._rules import _BLOB_MIN, REVERSED_SIGN, SCREEN_FOLD, base64_runs
+from ds4_context_core._privacy._rules import (
+    _BASE64_ALPHABET,
+    _BLOB_MIN,
+    REVERSED_SIGN,
+    SCREEN_FOLD,
+    base64_padded_end,
+    base64_runs,
+)
 
 if TYPE_CHECKING:
     # A native 64-bit integer to mypyc, an int-compatible type to mypy; the interpreter never imports it
@@ -195,8 +202,7 @@ _KINDS: Final = {
     ord("["): _TAG,
     ord("\\"): _ESCAPE,
 }
-_ALPHABET: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-_SCAN_TABLE: Final = bytes(_KINDS.get(code, 0) << 1 | (code in _ALPHABET) for code in range(256))
+_SCAN_TABLE: Final = bytes(_KINDS.get(code, 0) << 1 | (code in _BASE64_ALPHABET) for code in range(256))
 # SCREEN_FOLD as this module's own constant: compiled, a read of it is then a native static, not a
 # look-up in another module's namespace.
 _FOLD: Final = SCREEN_FOLD
@@ -297,15 +303,6 @@ def _look(found: Candidates, raw: bytes, index: i64, kind: i64) -> None:
         found.escapes.append(index)
 
 
-def _run(raw: bytes, start: i64, end: i64) -> tuple[int, int]:
-    """The base64 run of ``raw[start:end]`` with the "=" padding after it (up to two)."""
-    stop: i64 = end
-    size: i64 = len(raw)
-    while stop < size and stop - end < 2 and raw[stop] == 61:
-        stop += 1
-    return start, stop
-
-
 def candidates_by_scan(raw: bytes) -> Candidates:
     """The candidates of :func:`candidates_by_search`, found in one pass over the bytes of ``raw``.
 
@@ -323,7 +320,7 @@ def candidates_by_scan(raw: bytes) -> Candidates:
         value: i64 = table[raw[index]]
         alphabet: i64 = value & 1
         if streak >= _BLOB_MIN and not alphabet:  # a long run ends here
-            found.runs.append(_run(raw, index - streak, index))
+            found.runs.append((index - streak, base64_padded_end(raw, index)))
         streak = (streak + 1) * alphabet
         if value > 1:
             kind: i64 = value >> 1
